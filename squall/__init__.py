@@ -1,0 +1,41 @@
+"""squall: Apache Storm's guaranteed message processing in Python, with Spark as the engine."""
+
+from squall.api.collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from squall.api.components import (
+    BasicBolt,
+    Bolt,
+    FailedException,
+    InvalidTopologyException,
+    ReportedFailedException,
+    Spout,
+)
+from squall.api.config import Config
+from squall.api.context import TopologyContext
+from squall.api.topology import OutputFieldsDeclarer, StormTopology, TopologyBuilder
+from squall.api.tuple import Tuple
+from squall.engine.cluster import LocalCluster
+from squall.observe.errors import ErrorRecord
+from squall.reliability.pending import FailReason
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasicBolt",
+    "BasicOutputCollector",
+    "Bolt",
+    "Config",
+    "ErrorRecord",
+    "FailReason",
+    "FailedException",
+    "InvalidTopologyException",
+    "LocalCluster",
+    "OutputCollector",
+    "OutputFieldsDeclarer",
+    "ReportedFailedException",
+    "Spout",
+    "SpoutOutputCollector",
+    "StormTopology",
+    "TopologyBuilder",
+    "TopologyContext",
+    "Tuple",
+]

@@ -1,0 +1,240 @@
+"""Collectors. During `execute`/`next_tuple` they only validate and record; the engine turns
+the records into ids, anchors and acks for the whole batch at once afterwards."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from squall.api.components import FailedException, ReportedFailedException
+from squall.api.tuple import Tuple
+from squall.engine.routing import Route
+
+
+class UndeclaredStreamError(ValueError):
+    pass
+
+
+class StreamOut:
+    """One declared output stream of a task: its fields and where its tuples go."""
+
+    __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index")
+
+    def __init__(self, component: str, stream: str, fields: tuple[str, ...], direct: bool,
+                 routes: list[tuple[str, Route | None]], direct_tasks: set[int], index: int):
+        self.component = component
+        self.stream = stream
+        self.fields = fields
+        self.nfields = len(fields)
+        self.direct = direct
+        self.routes = routes
+        self.direct_tasks = direct_tasks
+        self.index = index
+        fns = [r for _, r in routes if r is not None]
+        if not fns:
+            self.route = _no_targets
+        elif len(fns) == 1:
+            self.route = fns[0]
+        else:
+            self.route = lambda values: [t for fn in fns for t in fn(values)]
+
+
+def _no_targets(values: Sequence[Any]) -> list[int]:
+    return []
+
+
+def _bad_stream(component: str, stream: str, streams: dict[str, StreamOut]) -> UndeclaredStreamError:
+    return UndeclaredStreamError(
+        f"component {component!r} emitted on stream {stream!r}, which it does not declare; declared streams: "
+        f"{sorted(streams)}. Declare it in declare_output_fields: declarer.declare([...], stream={stream!r})"
+    )
+
+
+def _bad_arity(so: StreamOut, values: Sequence[Any]) -> ValueError:
+    return ValueError(
+        f"component {so.component!r} emitted {len(values)} value(s) {list(values)!r} on stream {so.stream!r}, "
+        f"which declares {so.nfields} field(s) {list(so.fields)}"
+    )
+
+
+def check_values(values: Any, component: str) -> list:
+    if type(values) is list:
+        return values
+    if isinstance(values, (tuple, list)):
+        return list(values)
+    raise TypeError(
+        f"component {component!r} emitted {values!r}: values must be a list (one entry per declared field)"
+    )
+
+
+class OutputCollector:
+    """A bolt's collector (Storm's OutputCollector)."""
+
+    __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_row", "_runner")
+
+    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
+        self._component = component
+        self._streams = streams
+        self._emits: list[tuple] = []  # (stream out, values, anchors, targets, input row)
+        self._acks: list[Tuple] = []
+        self._fails: list[tuple[Tuple, Any]] = []
+        self._resets: list[Tuple] = []
+        self._row = -1
+        self._runner = runner
+
+    def emit(self, values: list, anchors: Tuple | Sequence[Tuple] | None = None, stream: str = "default") -> list[int]:
+        so = self._streams.get(stream)
+        if so is None:
+            raise _bad_stream(self._component, stream, self._streams)
+        if type(values) is not list:
+            values = check_values(values, self._component)
+        if len(values) != so.nfields:
+            raise _bad_arity(so, values)
+        if so.direct:
+            raise ValueError(
+                f"component {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
+            )
+        if anchors is not None and type(anchors) is not Tuple:
+            anchors = self._runner.check_anchors(anchors)
+        targets = so.route(values)
+        self._emits.append((so, values, anchors, targets, self._row))
+        return targets
+
+    def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,
+                    stream: str = "default") -> None:
+        so = self._streams.get(stream)
+        if so is None:
+            raise _bad_stream(self._component, stream, self._streams)
+        values = check_values(values, self._component)
+        if len(values) != so.nfields:
+            raise _bad_arity(so, values)
+        if not so.direct:
+            raise ValueError(
+                f"component {self._component!r}: emit_direct on stream {stream!r}, which is not declared direct "
+                f"(declare it with declarer.declare([...], stream={stream!r}, direct=True))"
+            )
+        if task not in so.direct_tasks:
+            raise ValueError(
+                f"component {self._component!r}: emit_direct to task {task}, which does not subscribe to stream "
+                f"{stream!r} with direct grouping; subscribed tasks: {sorted(so.direct_tasks)}"
+            )
+        if anchors is not None and type(anchors) is not Tuple:
+            anchors = self._runner.check_anchors(anchors)
+        self._emits.append((so, values, anchors, [task], self._row))
+
+    def ack(self, tuple: Tuple) -> None:  # noqa: A002
+        if type(tuple) is not Tuple:
+            raise TypeError(f"component {self._component!r}: ack() takes an input Tuple, got {tuple!r}")
+        if tuple._done:
+            self._runner.twice(tuple, "ack")
+            return
+        tuple._done = 1
+        self._acks.append(tuple)
+
+    def fail(self, tuple: Tuple) -> None:  # noqa: A002
+        if type(tuple) is not Tuple:
+            raise TypeError(f"component {self._component!r}: fail() takes an input Tuple, got {tuple!r}")
+        if tuple._done:
+            self._runner.twice(tuple, "fail")
+            return
+        tuple._done = 2
+        self._fails.append((tuple, None))
+
+    def reset_timeout(self, tuple: Tuple) -> None:  # noqa: A002
+        self._resets.append(tuple)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._runner.report_error(error)
+
+
+class BasicOutputCollector:
+    """A BasicBolt's collector: every emit is anchored to the current input."""
+
+    __slots__ = ("_out", "input")
+
+    def __init__(self, out: OutputCollector):
+        self._out = out
+        self.input: Tuple | None = None
+
+    def emit(self, values: list, stream: str = "default") -> list[int]:
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task: int, values: list, stream: str = "default") -> None:
+        self._out.emit_direct(task, values, self.input, stream)
+
+    def reset_timeout(self, tuple: Tuple | None = None) -> None:  # noqa: A002
+        self._out.reset_timeout(tuple if tuple is not None else self.input)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._out.report_error(error)
+
+
+class BasicBoltExecutor:
+    """Runs a BasicBolt as a Bolt: anchor to the input, ack after execute, fail on FailedException."""
+
+    def __init__(self, basic: Any):
+        self.basic = basic
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        self._collector = collector
+        self._bc = BasicOutputCollector(collector)
+        self.basic.prepare(conf, context)
+
+    def execute(self, tuple: Tuple) -> None:  # noqa: A002
+        bc = self._bc
+        bc.input = tuple
+        try:
+            self.basic.execute(tuple, bc)
+        except FailedException as e:
+            if isinstance(e, ReportedFailedException):
+                self._collector.report_error(e)
+            self._collector.fail(tuple)
+            return
+        self._collector.ack(tuple)
+
+    def cleanup(self) -> None:
+        self.basic.cleanup()
+
+
+class SpoutOutputCollector:
+    """A spout's collector (Storm's SpoutOutputCollector)."""
+
+    __slots__ = ("_component", "_streams", "_emits", "_runner")
+
+    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
+        self._component = component
+        self._streams = streams
+        self._emits: list[tuple] = []  # (stream out, values, msg id, targets)
+        self._runner = runner
+
+    def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
+        so = self._streams.get(stream)
+        if so is None:
+            raise _bad_stream(self._component, stream, self._streams)
+        if type(values) is not list:
+            values = check_values(values, self._component)
+        if len(values) != so.nfields:
+            raise _bad_arity(so, values)
+        if so.direct:
+            raise ValueError(
+                f"spout {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
+            )
+        targets = so.route(values)
+        self._emits.append((so, values, msg_id, targets))
+        return targets
+
+    def emit_direct(self, task: int, values: list, msg_id: Any = None, stream: str = "default") -> None:
+        so = self._streams.get(stream)
+        if so is None:
+            raise _bad_stream(self._component, stream, self._streams)
+        values = check_values(values, self._component)
+        if len(values) != so.nfields:
+            raise _bad_arity(so, values)
+        if not so.direct or task not in so.direct_tasks:
+            raise ValueError(
+                f"spout {self._component!r}: emit_direct(task={task}) on stream {stream!r} needs a direct stream "
+                f"with a direct subscriber on that task; subscribed tasks: {sorted(so.direct_tasks)}"
+            )
+        self._emits.append((so, values, msg_id, [task]))
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._runner.report_error(error)

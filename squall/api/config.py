@@ -1,0 +1,57 @@
+"""Topology configuration: a dict with Storm's keys, plus squall's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Config(dict):
+    """A `dict` of settings; the class constants name Storm's keys."""
+
+    TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
+    TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
+    TOPOLOGY_DEBUG = "topology.debug"
+    # squall's own
+    SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
+    SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
+    SQUALL_ROOT_SEED = "squall.root.seed"
+    SQUALL_MAX_REPLAYS = "squall.max.replays"
+    SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
+
+    DEFAULTS: dict[str, Any] = {
+        TOPOLOGY_ACKER_EXECUTORS: 1,
+        TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
+        TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
+        TOPOLOGY_MAX_SPOUT_PENDING: None,
+        TOPOLOGY_DEBUG: False,
+        # Tuples a spout task may emit per wave when max.spout.pending does not bound it.
+        SQUALL_WAVE_MAX_TUPLES: 2000,
+        # Time a spout task may spend in next_tuple per wave.
+        SQUALL_WAVE_MAX_SECS: 0.5,
+        SQUALL_ROOT_SEED: None,
+        SQUALL_MAX_REPLAYS: 5,
+        SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
+    }
+
+    def set_debug(self, on: bool) -> None:
+        self[self.TOPOLOGY_DEBUG] = on
+
+    def set_num_ackers(self, n: int) -> None:
+        self[self.TOPOLOGY_ACKER_EXECUTORS] = n
+
+    def set_message_timeout_secs(self, secs: float) -> None:
+        self[self.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = secs
+
+    def set_max_spout_pending(self, n: int | None) -> None:
+        self[self.TOPOLOGY_MAX_SPOUT_PENDING] = n
+
+
+def effective_conf(*layers: dict | None) -> dict:
+    """Defaults, then each layer in order (topology conf, component conf); None layers skipped."""
+    out = dict(Config.DEFAULTS)
+    for layer in layers:
+        if layer:
+            out.update(layer)
+    return out

@@ -1,0 +1,34 @@
+"""TopologyContext: what a task knows about itself and the topology."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from squall.api.topology import StormTopology
+
+
+class TopologyContext:
+    def __init__(self, topology: StormTopology, component: str, task_index: int):
+        self._topology = topology
+        self.this_component_id = component
+        self.this_task_index = task_index
+        self.this_task_id = topology.task_ids[component][task_index]
+        self.resources: dict[str, Any] = {}
+
+    def component_tasks(self, component_id: str) -> list[int]:
+        return list(self._topology.task_ids[component_id])
+
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        return self.component_tasks(component_id)
+
+    def component_id(self, task_id: int) -> str:
+        return self._topology.task_component[task_id]
+
+    def this_output_fields(self, stream: str = "default") -> list[str]:
+        return list(self._topology.fields(self.this_component_id, stream))
+
+    def component_output_fields(self, component_id: str, stream: str = "default") -> list[str]:
+        return list(self._topology.fields(component_id, stream))
+
+    def this_sources(self) -> list[tuple[str, str]]:
+        return [(s.source, s.stream) for s in self._topology.specs[self.this_component_id].inputs]

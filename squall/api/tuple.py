@@ -1,0 +1,115 @@
+"""Tuple: one input of a bolt, a view on a row of a TupleBatch."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+from squall.engine.batch import TupleBatch, single_row
+
+
+class MessageId(Mapping[int, int]):
+    """Read-only `anchors_to_ids`: root id -> XOR of this tuple's edge ids in that tree."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict[int, int]):
+        self._d = d
+
+    def __getitem__(self, k: int) -> int:
+        return self._d[k]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{r:#x}: {v:#x}" for r, v in self._d.items()) + "}"
+
+
+class Tuple:
+    """An input tuple. Values by index `t[0]`, by field `t["word"]`, or `t.values`.
+
+    Created by the engine, never by users; `_done` (0 pending, 1 acked, 2 failed) and `_out`
+    (the XOR of edges anchored to it in earlier waves) belong to the reliability machinery.
+    """
+
+    __slots__ = ("values", "_b", "_i", "_done", "_out")
+
+    def __init__(self, values: list, batch: TupleBatch, row: int):
+        self.values = values
+        self._b = batch
+        self._i = row
+        self._done = 0
+        self._out = 0
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self._b.fields)
+
+    def __getitem__(self, key: int | str) -> Any:
+        if type(key) is str:
+            return self.values[self.field_index(key)]
+        return self.values[key]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
+
+    def field_index(self, name: str) -> int:
+        try:
+            return self._b.field_index[name]
+        except KeyError:
+            raise KeyError(
+                f"tuple from {self._b.component}:{self._b.stream} has no field {name!r}; "
+                f"its fields are {list(self._b.fields)}"
+            ) from None
+
+    def contains(self, name: str) -> bool:
+        return name in self._b.field_index
+
+    def get_value(self, i: int) -> Any:
+        return self.values[i]
+
+    def get_value_by_field(self, name: str) -> Any:
+        return self.values[self.field_index(name)]
+
+    def select(self, fields: list[str]) -> list[Any]:
+        return [self.values[self.field_index(f)] for f in fields]
+
+    @property
+    def source_component(self) -> str:
+        return self._b.component
+
+    @property
+    def source_task(self) -> int:
+        return self._b.source_task
+
+    @property
+    def source_stream(self) -> str:
+        return self._b.stream
+
+    @property
+    def message_id(self) -> MessageId:
+        roots, vals = self._b.anchors_of(self._i)
+        return MessageId(dict(zip(roots.tolist(), vals.tolist())))
+
+    def __repr__(self) -> str:
+        return f"Tuple({self._b.component}:{self._b.stream} task {self._b.source_task}, {self.values!r})"
+
+    def __reduce__(self) -> tuple:
+        # Held across waves (a join, a batch): keep only this row, not the whole batch.
+        roots, vals = self._b.anchors_of(self._i)
+        b = single_row(self._b.component, self._b.stream, self._b.fields, self._b.source_task, self.values,
+                       roots, vals)
+        return (_rebuild, (self.values, b, self._done, self._out))
+
+
+def _rebuild(values: list, batch: TupleBatch, done: int, out: int) -> Tuple:
+    t = Tuple(values, batch, 0)
+    t._done = done
+    t._out = out
+    return t

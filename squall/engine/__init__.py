@@ -1,0 +1,1 @@
+"""The wave coordinator, the per-task runners, and the executors (local, Spark)."""

@@ -1,0 +1,70 @@
+"""TupleBatch: the columnar unit that moves between tasks (in-process or through Spark).
+
+A batch holds tuples of one (source component, source stream, source task): their values and,
+for tracked tuples, their `anchors_to_ids` as flat arrays (row i owns entries
+anc_off[i]:anc_off[i+1] of anc_root/anc_val). Keeping anchors as numpy arrays lets the runner
+compute ids and acks for a whole batch at once, and pickles compactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_U64 = np.uint64
+
+
+class TupleBatch:
+    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val", "_findex")
+
+    def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, values: list,
+                 anc_off: np.ndarray | None = None, anc_root: np.ndarray | None = None,
+                 anc_val: np.ndarray | None = None):
+        self.component = component
+        self.stream = stream
+        self.fields = fields
+        self.source_task = source_task
+        self.values = values
+        self.anc_off = anc_off  # None: no row is tracked
+        self.anc_root = anc_root
+        self.anc_val = anc_val
+        self._findex: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def field_index(self) -> dict[str, int]:
+        fi = self._findex
+        if fi is None:
+            fi = self._findex = {f: i for i, f in enumerate(self.fields)}
+        return fi
+
+    @property
+    def tracked(self) -> bool:
+        return self.anc_off is not None and len(self.anc_root) > 0
+
+    def anchors_of(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.anc_off is None:
+            return np.zeros(0, _U64), np.zeros(0, _U64)
+        a, b = self.anc_off[row], self.anc_off[row + 1]
+        return self.anc_root[a:b], self.anc_val[a:b]
+
+    def __getstate__(self) -> tuple:
+        return (self.component, self.stream, self.fields, self.source_task, self.values,
+                self.anc_off, self.anc_root, self.anc_val)
+
+    def __setstate__(self, state: tuple) -> None:
+        (self.component, self.stream, self.fields, self.source_task, self.values,
+         self.anc_off, self.anc_root, self.anc_val) = state
+        self._findex = None
+
+    def __repr__(self) -> str:
+        return f"TupleBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"
+
+
+def single_row(component: str, stream: str, fields: tuple[str, ...], source_task: int, values: Any,
+               roots: np.ndarray, vals: np.ndarray) -> TupleBatch:
+    off = np.array([0, len(roots)], np.int64)
+    return TupleBatch(component, stream, fields, source_task, [values], off, roots.astype(_U64), vals.astype(_U64))

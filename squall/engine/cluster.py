@@ -1,0 +1,190 @@
+"""LocalCluster: runs topologies in this process (local engine) or on Spark, in real or simulated time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from squall.api.topology import StormTopology
+from squall.engine.clock import RealClock, SimulatedClock
+from squall.engine.coordinator import Coordinator
+from squall.engine.local import LocalExecutor
+from squall.observe.errors import ErrorRecord
+
+log = logging.getLogger("squall")
+
+ENGINES = ("spark", "local")
+IDLE_SLEEP_MAX = 0.005
+
+
+def make_executor(engine: str, topology: StormTopology, conf: dict, spark: Any = None, capture: bool = False):
+    if engine == "local":
+        return LocalExecutor(topology, conf, capture)
+    if engine == "spark":
+        from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415 - pyspark is heavy
+
+        return SparkExecutor(topology, conf, spark=spark, capture=capture)
+    raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
+
+
+class _Running:
+    """One submitted topology: its coordinator and, in real time, the thread driving its waves."""
+
+    def __init__(self, coord: Coordinator):
+        self.coord = coord
+        self.thread: threading.Thread | None = None
+        self.stop = threading.Event()
+        self.idle_wave = 0  # the last wave that made no progress
+        self.crash: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def loop(self) -> None:
+        sleep = 0.0
+        try:
+            while not self.stop.is_set():
+                summary = self.coord.run_wave()
+                if summary.progressed:
+                    sleep = 0.0
+                    continue
+                with self.cond:
+                    self.idle_wave = summary.wave
+                    self.cond.notify_all()
+                sleep = min(IDLE_SLEEP_MAX, sleep + 0.0005)
+                self.stop.wait(sleep)
+        except BaseException as e:  # noqa: BLE001 - surfaced by wait_idle / kill_topology
+            log.exception("topology %s stopped: %s", self.coord.name, e)
+            with self.cond:
+                self.crash = e
+                self.cond.notify_all()
+
+
+class LocalCluster:
+    """Runs topologies in this process. `engine`: "spark" (default) or "local".
+
+    `spark`: a SparkSession or a master URL (default "local[*]") for the Spark engine.
+    With `simulated_time=True` the clock moves only through `advance_time(secs)`.
+    """
+
+    def __init__(self, engine: str = "spark", spark: Any = None, simulated_time: bool = False, capture: bool = False):
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
+        self.engine = engine
+        self.spark = spark
+        self.simulated_time = simulated_time
+        self.clock = SimulatedClock() if simulated_time else RealClock()
+        self.capture = capture
+        self._topologies: dict[str, _Running] = {}
+
+    # -- context manager --------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        for name in list(self._topologies):
+            self.kill_topology(name)
+
+    # -- topologies ---------------------------------------------------------------------------
+
+    def submit_topology(self, name: str, conf: dict | None, topology: StormTopology) -> None:
+        if name in self._topologies:
+            raise ValueError(f"a topology named {name!r} is already running; kill it first or pick another name")
+        if not isinstance(topology, StormTopology):
+            build = getattr(topology, "build", None)
+            if build is None:
+                raise TypeError(f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
+            topology = build()
+        conf = dict(conf or {})
+        executor = make_executor(self.engine, topology, conf, self.spark, self.capture)
+        coord = Coordinator(name, topology, conf, executor, self.clock, capture=self.capture)
+        coord.start()
+        run = _Running(coord)
+        self._topologies[name] = run
+        if not self.simulated_time:
+            run.thread = threading.Thread(target=run.loop, name=f"squall-{name}", daemon=True)
+            run.thread.start()
+
+    def kill_topology(self, name: str, wait_secs: float = 0) -> None:
+        run = self._get(name)
+        run.stop.set()
+        if run.thread is not None:
+            run.thread.join()
+        del self._topologies[name]
+        run.coord.close()
+
+    def activate(self, name: str) -> None:
+        self._get(name).coord.set_active(True)
+
+    def deactivate(self, name: str) -> None:
+        self._get(name).coord.set_active(False)
+
+    def _get(self, name: str) -> _Running:
+        try:
+            return self._topologies[name]
+        except KeyError:
+            raise KeyError(f"no topology named {name!r} is running; running: {sorted(self._topologies)}") from None
+
+    def coordinator(self, name: str) -> Coordinator:
+        return self._get(name).coord
+
+    def get_topology_stats(self, name: str) -> dict[str, dict[str, Any]]:
+        return self._get(name).coord.stats_dict()
+
+    def get_errors(self, name: str) -> list[ErrorRecord]:
+        return list(self._get(name).coord.errors)
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def wait_idle(self, timeout_secs: float = 60) -> None:
+        """Process until nothing can make progress (every spout idle, every tree settled or held)."""
+        deadline = time.monotonic() + timeout_secs
+        if self.simulated_time:
+            self._drain(deadline)
+            return
+        for run in list(self._topologies.values()):
+            with run.cond:
+                start = run.coord.wave
+                while run.idle_wave <= start and run.crash is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"topology {run.coord.name!r} still busy after {timeout_secs}s (its spouts keep emitting?)"
+                        )
+                    run.cond.wait(min(left, 0.1))
+                if run.crash is not None:
+                    raise RuntimeError(f"topology {run.coord.name!r} stopped with an error") from run.crash
+
+    def _drain(self, deadline: float) -> None:
+        while True:
+            progressed = False
+            for run in list(self._topologies.values()):
+                if run.coord.run_wave().progressed:
+                    progressed = True
+            if not progressed:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("still busy: a spout keeps emitting, so the cluster never becomes idle")
+
+    def advance_time(self, secs: float, idle_timeout_secs: float = 120) -> None:
+        """Simulated time: process what can run, move the clock, fire what became due (timeouts)."""
+        if not self.simulated_time:
+            raise RuntimeError("advance_time needs LocalCluster(simulated_time=True)")
+        deadline = time.monotonic() + idle_timeout_secs
+        self._drain(deadline)
+        target = self.clock.now() + secs
+        while True:
+            due = [r.coord.next_rotation for r in self._topologies.values() if r.coord.timeouts_on]
+            nxt = min((d for d in due if d <= target), default=None)
+            if nxt is None:
+                break
+            self.clock.set(nxt)
+            for run in list(self._topologies.values()):
+                run.coord.fire_due()
+            self._drain(deadline)
+        self.clock.set(target)
+        self._drain(deadline)

@@ -1,0 +1,305 @@
+"""The wave coordinator: the driver's loop. Each wave it asks every spout task for tuples,
+runs them through the topology on an executor, folds the ack messages into the XOR ledger,
+and calls `ack`/`fail` on the spouts. Timeouts rotate here, on the coordinator's clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from squall.api.config import Config, effective_conf
+from squall.api.topology import StormTopology
+from squall.engine.batch import TupleBatch
+from squall.engine.task import SpoutTask
+from squall.engine.wave import Executor, WaveOutput
+from squall.observe.errors import ErrorRecord
+from squall.observe.stats import ComponentStats
+from squall.reliability.ids import RootIdGenerator
+from squall.reliability.ledger import XorLedger
+from squall.reliability.pending import TIMEOUT, FailReason, SpoutPending
+
+log = logging.getLogger("squall")
+
+MAX_ERRORS_KEPT = 1000
+
+
+def _takes_reason(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+@dataclass
+class WaveSummary:
+    wave: int
+    spout_emitted: int
+    executed: int
+    acked: int
+    failed: int
+    secs: float
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.spout_emitted or self.executed or self.acked or self.failed)
+
+
+class Coordinator:
+    def __init__(self, name: str, topology: StormTopology, conf: dict | None, executor: Executor, clock: Any,
+                 capture: bool = False):
+        self.name = name
+        self.topology = topology
+        self.conf = effective_conf(conf)
+        self.executor = executor
+        self.clock = clock
+        self.ackers = int(self.conf[Config.TOPOLOGY_ACKER_EXECUTORS] or 0)
+        self.tracking = self.ackers > 0
+        self.ledger = XorLedger(self.ackers) if self.tracking else None
+        self.root_ids = RootIdGenerator(self.conf.get(Config.SQUALL_ROOT_SEED))
+        self.timeout = float(self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.timeouts_on = bool(self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]) and self.tracking
+        self.max_pending = self.conf[Config.TOPOLOGY_MAX_SPOUT_PENDING]
+        self.wave_tuples = int(self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES) or executor.default_wave_tuples)
+        self.wave_secs = float(self.conf[Config.SQUALL_WAVE_MAX_SECS])
+        self.spouts: list[SpoutTask] = []
+        for comp in topology.spouts:
+            spec = topology.specs[comp]
+            conf_c = {**self.conf, **spec.conf}
+            for i in range(spec.parallelism):
+                self.spouts.append(SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture))
+        self._spout_by_task = {s.task_id: s for s in self.spouts}
+        self._fail_takes_reason = {s.task_id: _takes_reason(s.spout.fail) for s in self.spouts}
+        self.pending: dict[int, SpoutPending] = {s.task_id: SpoutPending() for s in self.spouts}
+        self._root_task: dict[int, int] = {}  # root -> spout task id, for pending trees
+        self.stats = {c: ComponentStats("spout" if s.is_spout else "bolt", s.parallelism)
+                      for c, s in topology.specs.items()}
+        self.errors: list[ErrorRecord] = []
+        self.error_count = 0
+        self.captured: dict[str, dict[str, dict[int, list]]] = {}
+        self.wave = 0
+        self.waves_done = 0
+        self.next_rotation = clock.now() + self.timeout
+        self._spout_roots: list[tuple[SpoutTask, np.ndarray, np.ndarray]] = []
+        self.lock = threading.RLock()
+        self.started = False
+        self.closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.executor.start()
+        for st in self.spouts:
+            st.open()
+            self._collect_late_errors(st)
+        self.started = True
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for st in self.spouts:
+            try:
+                st.spout.close()
+            except Exception as e:  # noqa: BLE001
+                self._record([ErrorRecord.from_exception(st.component, st.task_id, e)])
+        self.executor.stop()
+
+    def set_active(self, active: bool) -> None:
+        for st in self.spouts:
+            if st.active != active:
+                st.active = active
+                (st.spout.activate if active else st.spout.deactivate)()
+
+    @property
+    def pending_count(self) -> int:
+        return sum(len(p) for p in self.pending.values())
+
+    # -- one wave -------------------------------------------------------------------------
+
+    def run_wave(self) -> WaveSummary:
+        with self.lock:
+            t0 = time.perf_counter()
+            self.wave += 1
+            outputs: list[tuple[int, TupleBatch]] = []
+            init_roots: list[np.ndarray] = []
+            init_vals: list[np.ndarray] = []
+            emitted = 0
+            now = self.clock.now()
+            for st in self.spouts:
+                if not st.active:
+                    continue
+                res = self._call_spout(st)
+                emitted += res.emitted
+                outputs.extend(res.outputs)
+            for _st, roots, vals in self._spout_roots:
+                init_roots.append(roots)
+                init_vals.append(vals)
+            self._spout_roots = []
+            wave_out = self.executor.run_wave(outputs, self.wave) if outputs else WaveOutput()
+            acked, failed = self._apply(wave_out, init_roots, init_vals, now)
+            failed += self._rotate_if_due()
+            self.waves_done += 1
+            return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, time.perf_counter() - t0)
+
+    def _call_spout(self, st: SpoutTask):
+        res = st.begin()
+        budget = self.wave_tuples
+        pending = self.pending[st.task_id]
+        if self.tracking and self.max_pending:
+            budget = min(budget, int(self.max_pending) - len(pending))
+        deadline = time.perf_counter() + self.wave_secs
+        if budget > 0:
+            next_tuple = st.spout.next_tuple
+            while len(st.collector._emits) < budget:
+                before = len(st.collector._emits)
+                try:
+                    next_tuple()
+                except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on
+                    res.errors.append(ErrorRecord.from_exception(st.component, st.task_id, e, kind="error"))
+                    break
+                if len(st.collector._emits) == before or time.perf_counter() > deadline:
+                    break
+        res, msg_ids, roots, vals = st.end(self.root_ids.take, self.tracking)
+        stats = self.stats[st.component]
+        stats.emitted += res.emitted
+        self._record(res.errors)
+        if res.captured:
+            comp = self.captured.setdefault(st.component, {})
+            for stream, v in res.captured.items():
+                comp.setdefault(stream, {}).setdefault(st.task_id, []).extend(v)
+        if self.tracking:
+            if len(roots):
+                rl = roots.tolist()
+                pending.add(rl, msg_ids, self.clock.now())
+                self._root_task.update(dict.fromkeys(rl, st.task_id))
+                self._spout_roots.append((st, roots, vals))
+        else:
+            for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
+                self._spout_ack(st, m)
+        return res
+
+    def _apply(self, out: WaveOutput, init_roots: list[np.ndarray], init_vals: list[np.ndarray],
+               started: float) -> tuple[int, int]:
+        for comp, ts in out.stats.items():
+            cs = self.stats[comp]
+            cs.executed += ts.executed
+            cs.acked += ts.acked
+            cs.failed += ts.failed
+            cs.emitted += ts.emitted
+            cs.exec_secs += ts.exec_secs
+        self._record(out.errors)
+        for comp, streams in out.captured.items():
+            c = self.captured.setdefault(comp, {})
+            for stream, per_task in streams.items():
+                s = c.setdefault(stream, {})
+                for task, vals in per_task.items():
+                    s.setdefault(task, []).extend(vals)
+        if not self.tracking:
+            return 0, 0
+        ir = np.concatenate(init_roots) if init_roots else np.zeros(0, np.uint64)
+        iv = np.concatenate(init_vals) if init_vals else np.zeros(0, np.uint64)
+        fail_roots = np.array(out.fail_roots, np.uint64)
+        verdicts = self.ledger.apply(ir, iv, out.ack_roots, out.ack_vals, fail_roots)
+        now = self.clock.now()
+        acked = self._finish(verdicts.completed, now, None)
+        reasons: dict[int, FailReason] = {}
+        for r, why in zip(out.fail_roots, out.fail_reasons):
+            reasons.setdefault(r, why)
+        failed = self._finish(verdicts.failed, now, reasons)
+        return acked, failed
+
+    def _rotate_if_due(self) -> int:
+        if not self.timeouts_on:
+            return 0
+        now = self.clock.now()
+        failed = 0
+        while now >= self.next_rotation:
+            expired = self.ledger.rotate()
+            failed += self._finish(expired, now, {}, default=TIMEOUT)
+            self.next_rotation += self.timeout
+            if not self.clock.simulated and self.next_rotation <= now:
+                # A long wave counts as progress for the trees in it: do not rotate twice for it.
+                self.next_rotation = now + self.timeout
+        return failed
+
+    def _finish(self, roots: np.ndarray, now: float, reasons: dict[int, FailReason] | None,
+                default: FailReason | None = None) -> int:
+        """Call ack (reasons None) or fail on the spout task that owns each root."""
+        if not len(roots):
+            return 0
+        by_task: dict[int, list[int]] = {}
+        root_task = self._root_task
+        for r in roots.tolist():
+            t = root_task.pop(r, None)
+            if t is not None:
+                by_task.setdefault(t, []).append(r)
+        n = 0
+        for task, rs in by_task.items():
+            st = self._spout_by_task[task]
+            items = self.pending[task].pop_many(np.array(rs, np.uint64))
+            stats = self.stats[st.component]
+            if reasons is None:
+                lat = np.fromiter((now - e[2] for e in items), np.float64, len(items))
+                stats.complete.add(lat)
+                stats.complete_sum += float(lat.sum())
+                stats.acked += len(items)
+                for _r, m, _t in items:
+                    self._spout_ack(st, m)
+            else:
+                stats.failed += len(items)
+                for r, m, _t in items:
+                    self._spout_fail(st, m, reasons.get(r, default or FailReason("failed")))
+            n += len(items)
+        return n
+
+    def _spout_ack(self, st: SpoutTask, msg_id: Any) -> None:
+        try:
+            st.spout.ack(msg_id)
+        except Exception as e:  # noqa: BLE001
+            self._record([ErrorRecord.from_exception(st.component, st.task_id, e, msg_id)])
+
+    def _spout_fail(self, st: SpoutTask, msg_id: Any, reason: FailReason) -> None:
+        try:
+            if self._fail_takes_reason[st.task_id]:
+                st.spout.fail(msg_id, reason=reason)
+            else:
+                st.spout.fail(msg_id)
+        except Exception as e:  # noqa: BLE001
+            self._record([ErrorRecord.from_exception(st.component, st.task_id, e, msg_id)])
+        self._collect_late_errors(st)
+
+    def _collect_late_errors(self, st: SpoutTask) -> None:
+        if st._late_errors:
+            self._record(st._late_errors)
+            st._late_errors = []
+
+    def _record(self, errors: list[ErrorRecord]) -> None:
+        if not errors:
+            return
+        for e in errors:
+            self.stats[e.component].errors += 1
+            log.warning("%s: %s", self.name, e)
+        self.error_count += len(errors)
+        self.errors.extend(errors)
+        if len(self.errors) > MAX_ERRORS_KEPT:
+            del self.errors[: len(self.errors) - MAX_ERRORS_KEPT]
+
+    # -- time -----------------------------------------------------------------------------
+
+    def fire_due(self) -> int:
+        """Fire timeouts that are due on the clock now."""
+        with self.lock:
+            return self._rotate_if_due()
+
+    def stats_dict(self) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            return {c: s.as_dict() for c, s in self.stats.items()}

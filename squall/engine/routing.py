@@ -1,0 +1,97 @@
+"""Groupings as functions: values -> target task ids, identical in every engine and process.
+
+Fields grouping hashes with CRC-32 of a canonical encoding, never Python's `hash()` (salted per
+process for str), so the same tuple goes to the same task on every machine.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable, Sequence
+
+from squall.api.topology import Grouping, StormTopology
+
+Route = Callable[[Sequence[Any]], list[int]]
+
+
+def stable_hash(value: Any) -> int:
+    """A process-independent 32-bit hash of a field value."""
+    if isinstance(value, str):
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return zlib.crc32(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return zlib.crc32(repr(value).encode())
+    if isinstance(value, (tuple, list)):
+        h = 0x345678
+        for v in value:
+            h = zlib.crc32(stable_hash(v).to_bytes(4, "little"), h)
+        return h
+    return zlib.crc32(repr(value).encode("utf-8", "surrogatepass"))
+
+
+def fields_hash(values: Sequence[Any], idx: Sequence[int]) -> int:
+    if len(idx) == 1:
+        return stable_hash(values[idx[0]])
+    h = 0
+    for i in idx:
+        h = zlib.crc32(stable_hash(values[i]).to_bytes(4, "little"), h)
+    return h
+
+
+class ShuffleCounter:
+    """Round robin over the target tasks, starting where the producer's index points."""
+
+    __slots__ = ("tasks", "i")
+
+    def __init__(self, tasks: list[int], start: int):
+        self.tasks = tasks
+        self.i = start % len(tasks)
+
+    def __call__(self, values: Sequence[Any]) -> list[int]:
+        i = self.i
+        self.i = (i + 1) % len(self.tasks)
+        return [self.tasks[i]]
+
+
+def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequence[str], producer_index: int) -> Route | None:
+    """The route of one subscription; None for direct grouping (the emitter names the task)."""
+    kind = grouping.kind
+    n = len(target_tasks)
+    if kind in ("shuffle", "none"):
+        return ShuffleCounter(target_tasks, producer_index)
+    if kind == "local_or_shuffle":
+        if producer_index < n:
+            same = [target_tasks[producer_index]]
+            return lambda values: list(same)
+        return ShuffleCounter(target_tasks, producer_index)
+    if kind == "global":
+        low = [target_tasks[0]]
+        return lambda values: list(low)
+    if kind == "all":
+        return lambda values: list(target_tasks)
+    if kind == "fields":
+        idx = [list(field_names).index(f) for f in grouping.fields]
+        if len(idx) == 1:
+            i0 = idx[0]
+
+            def route_one(values: Sequence[Any]) -> list[int]:
+                v = values[i0]
+                if type(v) is str:
+                    return [target_tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
+                return [target_tasks[stable_hash(v) % n]]
+
+            return route_one
+        return lambda values: [target_tasks[fields_hash(values, idx) % n]]
+    if kind == "direct":
+        return None
+    raise ValueError(f"unknown grouping {kind!r}")
+
+
+def stream_routes(topology: StormTopology, component: str, stream: str, producer_index: int) -> list[tuple[str, Route | None]]:
+    """(subscriber id, route) for every subscriber of one output stream of a component."""
+    fields = topology.fields(component, stream)
+    return [
+        (sub, make_route(g, topology.task_ids[sub], fields, producer_index))
+        for sub, g in topology.subscribers.get((component, stream), [])
+    ]

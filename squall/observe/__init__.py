@@ -1,0 +1,1 @@
+"""What a running topology tells its user: stats per component, errors, progress."""

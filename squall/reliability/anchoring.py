@@ -1,0 +1,139 @@
+"""Bulk anchoring: a batch's recorded emits and acks become edge ids, children's
+`anchors_to_ids` and ack messages, computed with numpy for the whole batch at once.
+
+Storm's rules, vectorized:
+- anchored emit: for each anchor `a` and each target task, a fresh edge id `e`;
+  `a.out_ack_val ^= e`, and for each root `r` of `a`: `child.anchors_to_ids[r] ^= e`;
+- `ack(t)`: for each root `r` of `t`: message `(r, t.anchors_to_ids[r] ^ t.out_ack_val)`.
+Edge ids are deterministic (ids.edge_ids), so re-running a batch reproduces them exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from squall.reliability.ids import edge_ids, mix64, row_keys
+
+_U64 = np.uint64
+_I64 = np.int64
+_EMPTY_U = np.zeros(0, _U64)
+_EMPTY_I = np.zeros(0, _I64)
+
+
+@dataclass
+class Anchors:
+    """`anchors_to_ids` of n rows as flat arrays: row i owns entries off[i]:off[i+1]."""
+
+    off: np.ndarray
+    root: np.ndarray
+    val: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Anchors:
+        return cls(np.zeros(n + 1, _I64), _EMPTY_U, _EMPTY_U)
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.off)
+
+
+def keys_of(anchors: Anchors, salt: int) -> np.ndarray:
+    """Per row: its identity (from its first root and value) or, untracked, a salted position."""
+    n = len(anchors.off) - 1
+    keys = mix64(np.arange(n, dtype=_U64) + _U64(salt & 0xFFFFFFFFFFFFFFFF))
+    counts = anchors.counts
+    tracked = counts > 0
+    if tracked.any():
+        first = anchors.off[:-1][tracked]
+        keys[tracked] = row_keys(anchors.root[first], anchors.val[first])
+    return keys
+
+
+def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For groups (start, count): (group index, element index) of every element, in order."""
+    total = int(counts.sum())
+    if total == 0:
+        return _EMPTY_I, _EMPTY_I
+    grp = np.repeat(np.arange(len(counts)), counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    return grp, np.repeat(starts, counts) + (np.arange(total) - first)
+
+
+@dataclass
+class Contributions:
+    """Anchor contributions to children: child index, root, XOR value (unsorted, may repeat)."""
+
+    child: np.ndarray
+    root: np.ndarray
+    val: np.ndarray
+
+    def merged(self, n_children: int) -> Anchors:
+        """Group by child (and combine repeated roots of a child by XOR) into Anchors."""
+        if not len(self.child):
+            return Anchors.empty(n_children)
+        order = np.lexsort((self.root, self.child))
+        child, root, val = self.child[order], self.root[order], self.val[order]
+        new = np.ones(len(child), bool)
+        new[1:] = (child[1:] != child[:-1]) | (root[1:] != root[:-1])
+        if not new.all():
+            starts = np.flatnonzero(new)
+            val = np.bitwise_xor.reduceat(val, starts)
+            child, root = child[starts], root[starts]
+        counts = np.bincount(child, minlength=n_children)
+        off = np.zeros(n_children + 1, _I64)
+        np.cumsum(counts, out=off[1:])
+        return Anchors(off, root, val)
+
+
+def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_child: np.ndarray,
+                 exec_key: np.ndarray, ordinal: np.ndarray, target: np.ndarray, out_ack: np.ndarray) -> Contributions:
+    """Edges for (anchor row, child) pairs of one batch.
+
+    pair_row: the anchored input row; pair_child: the child (one per target task) it anchors;
+    exec_key/ordinal/target: per pair, the executing input's key, the emit's ordinal within
+    that execute, and the child's target task. XORs each edge into `out_ack[row]` and returns
+    the children's contributions for every root of the anchor.
+    """
+    counts = anchors.counts[pair_row]
+    keep = counts > 0  # anchoring to an untracked tuple tracks nothing
+    if not keep.all():
+        pair_row, pair_child, exec_key, ordinal, target, counts = (
+            pair_row[keep], pair_child[keep], exec_key[keep], ordinal[keep], target[keep], counts[keep])
+    if not len(pair_row):
+        return Contributions(_EMPTY_I, _EMPTY_U, _EMPTY_U)
+    e = edge_ids(keys[pair_row], exec_key, ordinal, target)
+    np.bitwise_xor.at(out_ack, pair_row, e)
+    if (counts == 1).all():
+        pos = anchors.off[pair_row]
+        return Contributions(pair_child, anchors.root[pos], e)
+    grp, pos = expand(anchors.off[pair_row], counts)
+    return Contributions(pair_child[grp], anchors.root[pos], e[grp])
+
+
+def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ack messages (root, value ^ out_ack_val) for every root of the given rows."""
+    if not len(rows) or not len(anchors.root):
+        return _EMPTY_U, _EMPTY_U
+    counts = anchors.counts[rows]
+    grp, pos = expand(anchors.off[rows], counts)
+    return anchors.root[pos], anchors.val[pos] ^ out_ack[rows[grp]]
+
+
+def roots_of_rows(anchors: Anchors, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row position in `rows`, root) for every root of the given rows."""
+    if not len(rows) or not len(anchors.root):
+        return _EMPTY_I, _EMPTY_U
+    grp, pos = expand(anchors.off[rows], anchors.counts[rows])
+    return grp, anchors.root[pos]
+
+
+def combine(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fold ack messages per root (XOR): what crosses the network is one message per root."""
+    if len(roots) < 2:
+        return roots, vals
+    order = np.argsort(roots, kind="stable")
+    r, v = roots[order], vals[order]
+    starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
+    return r[starts], np.bitwise_xor.reduceat(v, starts)

@@ -1,0 +1,88 @@
+"""64-bit ids: root ids from a seeded counter, edge ids as a deterministic mix.
+
+Edge ids are a pure function of (anchor key, executing-input key, ordinal, target task), so a
+task that Spark runs again produces exactly the same ids and cannot unbalance a tree. Root ids
+are consecutive from a seeded start: unique without coordination (one driver hands them out),
+spread evenly over ackers by `root mod ackers`, and dense per acker, which lets the ledger
+index pending trees by arithmetic instead of hashing.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+_C3 = np.uint64(0xD6E8FEB86659FD93)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer over a uint64 array: a bijection with good avalanche."""
+    x = x.astype(np.uint64, copy=True)
+    x ^= x >> _S30
+    x *= _C1
+    x ^= x >> _S27
+    x *= _C2
+    x ^= x >> _S31
+    return x
+
+
+def mix64_int(x: int) -> int:
+    """mix64 for one Python int (same result as the array version)."""
+    x &= MASK64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & MASK64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def nonzero(x: np.ndarray) -> np.ndarray:
+    """0 is never an id (it would vanish from an XOR): map it to 1."""
+    x[x == 0] = 1
+    return x
+
+
+def row_keys(first_root: np.ndarray, first_val: np.ndarray) -> np.ndarray:
+    """The identity of a tracked tuple: a mix of its first (root, value) pair."""
+    return mix64(first_root ^ mix64(first_val))
+
+
+def edge_ids(anchor_key: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """One edge id per (anchor, executing input, emit ordinal within that execute, target task)."""
+    with np.errstate(over="ignore"):
+        inner = exec_key.astype(np.uint64) + ordinal.astype(np.uint64) * _GOLD + target.astype(np.uint64) * _C3
+    return nonzero(mix64(anchor_key.astype(np.uint64) ^ mix64(inner)))
+
+
+def edge_id_int(anchor_key: int, exec_key: int, ordinal: int, target: int) -> int:
+    inner = (exec_key + ordinal * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93) & MASK64
+    e = mix64_int(anchor_key ^ mix64_int(inner))
+    return e or 1
+
+
+class RootIdGenerator:
+    """Consecutive root ids from a seeded 62-bit start (random when no seed is given)."""
+
+    def __init__(self, seed: int | None = None):
+        if seed is None:
+            start = int.from_bytes(os.urandom(8), "little")
+        else:
+            start = mix64_int(int(seed) + 0x5A17)
+        # Leave 2**60 ids of head room so the counter never wraps.
+        self._next = (start & ((1 << 62) - 1)) + 1
+
+    def take(self, n: int) -> np.ndarray:
+        first = self._next
+        self._next += n
+        return np.arange(first, first + n, dtype=np.uint64)
+
+    def take_one(self) -> int:
+        first = self._next
+        self._next += 1
+        return first
