@@ -93,7 +93,7 @@ class OutputCollector:
             raise ValueError(
                 f"component {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
             )
-        if anchors is not None and type(anchors) is not Tuple:
+        if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
         targets = so.route(values)
         self._emits.append((so, values, anchors, targets, self._row))
@@ -117,7 +117,7 @@ class OutputCollector:
                 f"component {self._component!r}: emit_direct to task {task}, which does not subscribe to stream "
                 f"{stream!r} with direct grouping; subscribed tasks: {sorted(so.direct_tasks)}"
             )
-        if anchors is not None and type(anchors) is not Tuple:
+        if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
         self._emits.append((so, values, anchors, [task], self._row))
 

@@ -171,20 +171,23 @@ class BoltTask(_TaskBase):
 
     # -- called by the collector ----------------------------------------------------------
 
-    def check_anchors(self, anchors: Any) -> tuple[Tuple, ...]:
-        if isinstance(anchors, (list, tuple)):
-            out: list[Tuple] = []
-            for a in anchors:
-                if type(a) is not Tuple:
-                    raise TypeError(
-                        f"bolt {self.component!r}: anchors must be input Tuples received by execute, got {a!r}"
-                    )
-                if not any(a is b for b in out):  # [t, t] anchors once, as Storm's XORs net out
-                    out.append(a)
-            return tuple(out)
-        raise TypeError(
-            f"bolt {self.component!r}: anchors must be an input Tuple or a list of them, got {anchors!r}"
-        )
+    def check_anchors(self, anchors: Any) -> tuple[Tuple, ...] | None:
+        """Validate anchors; drop (and report) duplicates and tuples already acked or failed."""
+        if type(anchors) is Tuple:
+            anchors = (anchors,)
+        elif not isinstance(anchors, (list, tuple)):
+            raise TypeError(
+                f"bolt {self.component!r}: anchors must be an input Tuple or a list of them, got {anchors!r}"
+            )
+        out: list[Tuple] = []
+        for a in anchors:
+            if type(a) is not Tuple:
+                raise TypeError(f"bolt {self.component!r}: anchors must be input Tuples received by execute, got {a!r}")
+            if a._done:
+                self.twice_anchor(a)
+            elif not any(a is b for b in out):  # [t, t] anchors once, as Storm's XORs net out
+                out.append(a)
+        return tuple(out) if out else None
 
     def twice(self, t: Tuple, op: str) -> None:
         was = "acked" if t._done == 1 else "failed"
@@ -344,9 +347,6 @@ class BoltTask(_TaskBase):
         since they are few; their out ack value lives on the Tuple itself."""
         child, root, val = [], [], []
         for j, a in foreign:
-            if a._done:
-                self.twice_anchor(a)
-                continue
             roots, vals = a._b.anchors_of(a._i)
             if not len(roots):
                 continue

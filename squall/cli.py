@@ -1,0 +1,246 @@
+"""The `squall` command.
+
+    squall run PATH [--engine local|spark] [--seconds N] [--name NAME] [--spark MASTER]
+
+`PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict).
+The topology runs on a LocalCluster in real time with a live progress line, for `--seconds`
+(0: until Ctrl-C), then it is killed and a per-component summary is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from squall.observe.progress import ProgressLine
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+REFRESH_PER_SEC = 4
+ERRORS_SHOWN = 5
+LOG_EVERY_SECS = 5
+PIPE_WIDTH = 160
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: printed without a traceback, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="squall", description="Run squall topologies.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the topology that a Python file builds",
+                         description="Import PATH, call its build_topology(), run it with a live progress line.")
+    run.add_argument("path", metavar="PATH", help="a Python file defining build_topology() (and optionally CONF)")
+    run.add_argument("--engine", choices=("local", "spark"), default="spark", help="execution engine (default: spark)")
+    run.add_argument("--seconds", type=float, default=10.0, help="how long to run (default 10; 0 = until Ctrl-C)")
+    run.add_argument("--name", default=None, help="topology name (default: the file's name)")
+    run.add_argument("--spark", metavar="MASTER", default=None,
+                     help='Spark master URL for --engine spark (default "local[*]")')
+    return p
+
+
+def load_topology_module(path: str) -> ModuleType:
+    """Import the file at `path` as a module; UsageError if it is missing or lacks build_topology."""
+    file = Path(path)
+    if not file.exists():
+        raise UsageError(f"no such file: {path}")
+    if not file.is_file():
+        raise UsageError(f"not a file: {path}")
+    name = f"squall_user_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file.resolve())
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path}: not a Python file?")
+    module = importlib.util.module_from_spec(spec)
+    # Registered so dataclasses, pickle by reference and the like work; siblings importable.
+    sys.modules[name] = module
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        del sys.modules[name]
+        raise
+    if not callable(getattr(module, "build_topology", None)):
+        raise UsageError(f"{path} defines no build_topology() function; it must return a StormTopology "
+                         "(e.g. TopologyBuilder().create_topology())")
+    return module
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def summary_table(name: str, stats: dict[str, dict[str, Any]], seconds: float) -> Table:
+    title = f"topology {name!r} after {seconds:.1f}s"
+    t = Table(title=title, title_justify="left")
+    for col in ("component", "kind", "tasks", "emitted", "executed", "acked", "failed", "errors"):
+        t.add_column(col, justify="left" if col in ("component", "kind") else "right")
+    t.add_column("latency ms", justify="right")
+    t.add_column("p50 / p99 ms", justify="right")
+    for comp in sorted(stats, key=lambda c: (stats[c].get("kind") != "spout", c)):
+        s = stats[comp]
+        spout = s.get("kind") == "spout"
+        lat = s.get("complete_latency_ms") if spout else s.get("execute_latency_ms")
+        pct = f"{_fmt(s.get('complete_latency_p50_ms'))} / {_fmt(s.get('complete_latency_p99_ms'))}" if spout else ""
+        t.add_row(comp, s.get("kind", "?"), str(s.get("tasks", "")), str(s.get("emitted", 0)),
+                  "" if spout else str(s.get("executed", 0)), str(s.get("acked", 0)), str(s.get("failed", 0)),
+                  str(s.get("errors", 0)), _fmt(lat), pct)
+    return t
+
+
+def _crash_of(cluster: Any, name: str) -> BaseException | None:
+    run = getattr(cluster, "_topologies", {}).get(name)
+    return getattr(run, "crash", None)
+
+
+def run_command(args: argparse.Namespace, console: Console) -> int:
+    from squall.engine.cluster import LocalCluster  # noqa: PLC0415 - keep `squall --help` fast
+
+    module = load_topology_module(args.path)
+    name = args.name or Path(args.path).stem
+    topology = module.build_topology()
+    conf = dict(getattr(module, "CONF", None) or {})
+    if args.seconds < 0:
+        raise UsageError(f"--seconds must be >= 0, got {args.seconds}")
+    if args.spark is not None and args.engine != "spark":
+        console.print(f"[yellow]note:[/] --spark {args.spark} is ignored with --engine {args.engine}")
+    if args.engine == "spark":
+        _ship_by_value(module)
+
+    cluster = LocalCluster(engine=args.engine, spark=args.spark if args.engine == "spark" else None)
+    try:
+        cluster.submit_topology(name, conf, topology)
+    except ImportError as e:
+        console.print(f"[bold red]error:[/] cannot start the {args.engine} engine: {e}")
+        return EXIT_FAILED
+    coord = cluster.coordinator(name)
+    if args.engine == "spark":
+        ui = getattr(coord.executor, "ui_url", None)
+        if ui is not None:
+            console.print(f"Spark UI: {ui}")
+    how_long = "until Ctrl-C" if args.seconds == 0 else f"for {args.seconds:g}s"
+    console.print(f"running topology [bold]{name}[/] on the {args.engine} engine {how_long}")
+
+    progress = ProgressLine(cluster, name)
+    t0 = time.monotonic()
+    code = EXIT_OK
+    crash = None
+    try:
+        try:
+            with _Display(console, progress) as display:
+                try:
+                    while args.seconds == 0 or time.monotonic() - t0 < args.seconds:
+                        time.sleep(1 / REFRESH_PER_SEC)
+                        display.refresh()
+                        crash = _crash_of(cluster, name)
+                        if crash is not None:
+                            break
+                except KeyboardInterrupt:
+                    code = EXIT_OK if args.seconds == 0 else EXIT_INTERRUPTED
+                    display.refresh(final=True)
+                    console.print("[yellow]interrupted[/]: stopping the topology")
+        finally:
+            elapsed = time.monotonic() - t0
+            cluster.kill_topology(name)
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        console.print("[red]interrupted again; exiting without a summary[/]")
+        return EXIT_INTERRUPTED
+
+    console.print(summary_table(name, coord.stats_dict(), elapsed))
+    errors = list(coord.errors)
+    if coord.error_count:
+        console.print(f"[bold red]{coord.error_count} error(s)[/]; the last {min(len(errors), ERRORS_SHOWN)}:")
+        for e in errors[-ERRORS_SHOWN:]:
+            console.print(f"  [red]{e}[/]", highlight=False)
+    if crash is not None:
+        console.print(f"[bold red]the topology stopped with an error:[/] {type(crash).__name__}: {crash}")
+        return EXIT_FAILED
+    return code
+
+
+class _Display:
+    """On a terminal, a rich Live line refreshed in place; otherwise (a pipe, a log file) a
+    plain line every LOG_EVERY_SECS and a last one at the end."""
+
+    def __init__(self, console: Console, progress: ProgressLine):
+        self.console = console
+        self.progress = progress
+        self.live: Live | None = None
+        self.last_logged = time.monotonic()
+
+    def __enter__(self) -> _Display:
+        if self.console.is_terminal:
+            self.live = Live(self.progress.render(), console=self.console, auto_refresh=False)
+            self.live.__enter__()
+        else:
+            self.progress.update()
+        return self
+
+    def refresh(self, final: bool = False) -> None:
+        if self.live is not None:
+            self.live.update(self.progress.render(), refresh=True)
+            return
+        self.progress.update()
+        now = time.monotonic()
+        if final or now - self.last_logged >= LOG_EVERY_SECS:
+            self.last_logged = now
+            self.console.print(self.progress.line(), soft_wrap=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+        elif exc[0] is None:
+            self.refresh(final=True)
+
+
+def _ship_by_value(module: ModuleType) -> None:
+    """The user's file is not importable on Spark's Python workers: pickle its code by value."""
+    try:
+        from pyspark import cloudpickle  # noqa: PLC0415
+    except ImportError:
+        return
+    register = getattr(cloudpickle, "register_pickle_by_value", None)
+    if register is not None:
+        try:
+            register(module)
+        except ValueError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=PIPE_WIDTH)
+    err = Console(stderr=True, highlight=False)
+    try:
+        if args.command == "run":
+            return run_command(args, console)
+    except UsageError as e:
+        err.print(f"[bold red]squall {args.command}:[/] {e}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]")
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

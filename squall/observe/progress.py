@@ -1,0 +1,149 @@
+"""The one-line live progress display of `squall run`.
+
+The formatting is pure (`Sample`, `sample_from`, `rate`, `format_line`), so it can be tested on
+fake stats; `ProgressLine` reads a running topology's stats and coordinator and renders it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rich.text import Text
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A topology's counters at one moment."""
+
+    t: float  # monotonic seconds
+    waves: int
+    executed: int  # bolt tuples executed, summed over bolts
+    acked: int  # spout trees acked
+    failed: int  # spout trees failed
+    pending: int
+    p50_ms: float | None
+    p99_ms: float | None
+    errors: int
+
+
+def sample_from(stats: dict[str, dict[str, Any]], waves: int, pending: int, errors: int, t: float) -> Sample:
+    """Fold `get_topology_stats` output (plus the coordinator's counters) into a Sample.
+
+    Latency percentiles are over all spouts: the worst p50/p99 of any spout.
+    """
+    executed = acked = failed = 0
+    p50: float | None = None
+    p99: float | None = None
+    for s in stats.values():
+        if s.get("kind") == "spout":
+            acked += int(s.get("acked") or 0)
+            failed += int(s.get("failed") or 0)
+            a, b = s.get("complete_latency_p50_ms"), s.get("complete_latency_p99_ms")
+            if a is not None:
+                p50 = a if p50 is None else max(p50, a)
+            if b is not None:
+                p99 = b if p99 is None else max(p99, b)
+        else:
+            executed += int(s.get("executed") or 0)
+    return Sample(t, int(waves), executed, acked, failed, int(pending), p50, p99, int(errors))
+
+
+def rate(prev: Sample | None, cur: Sample) -> float:
+    """Bolt tuples executed per second between two samples (0 without an earlier sample)."""
+    if prev is None:
+        return 0.0
+    dt = cur.t - prev.t
+    if dt <= 0:
+        return 0.0
+    return max(0, cur.executed - prev.executed) / dt
+
+
+def _count(n: float) -> str:
+    """Compact counts: 950, 12.3k, 4.56M."""
+    n = float(n)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            v = n / div
+            return f"{v:.3g}{suffix}" if v < 1000 else f"{v:.0f}{suffix}"
+    return f"{n:.0f}"
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v >= 1000:
+        return f"{v / 1000:.2f}s"
+    if v >= 100:
+        return f"{v:.0f}ms"
+    return f"{v:.1f}ms"
+
+
+def format_line(s: Sample, tuples_per_sec: float, elapsed: float | None = None) -> str:
+    """The progress line, e.g.
+    `12.0s  waves 1.52k  tuples/s 181k  acked 21.3k  failed 0  pending 4.87k  latency p50 210ms p99 480ms  errors 0`
+    """
+    parts = []
+    if elapsed is not None:
+        parts.append(f"{elapsed:5.1f}s")
+    parts += [
+        f"waves {_count(s.waves)}",
+        f"tuples/s {_count(tuples_per_sec)}",
+        f"acked {_count(s.acked)}",
+        f"failed {_count(s.failed)}",
+        f"pending {_count(s.pending)}",
+        f"latency p50 {_ms(s.p50_ms)} p99 {_ms(s.p99_ms)}",
+        f"errors {_count(s.errors)}",
+    ]
+    return "  ".join(parts)
+
+
+def style_line(line: str, s: Sample) -> Text:
+    text = Text(line)
+    text.highlight_words(["waves", "tuples/s", "acked", "pending", "latency"], style="bold cyan")
+    text.highlight_words(["failed"], style="bold yellow" if s.failed else "bold cyan")
+    text.highlight_words(["errors"], style="bold red" if s.errors else "bold cyan")
+    return text
+
+
+class ProgressLine:
+    """Reads `cluster.get_topology_stats(name)` and `cluster.coordinator(name)`; each `update()`
+    takes a sample, and tuples/s is measured over the last interval of at least `min_interval`
+    seconds (so a refresh right after another does not show a rate of 0)."""
+
+    def __init__(self, cluster: Any, name: str, clock: Callable[[], float] = time.monotonic,
+                 min_interval: float = 0.2):
+        self.cluster = cluster
+        self.name = name
+        self.clock = clock
+        self.min_interval = min_interval
+        self.start = clock()
+        self.base: Sample | None = None  # where the current rate interval starts
+        self.last: Sample | None = None
+        self.tuples_per_sec = 0.0
+
+    def sample(self) -> Sample:
+        stats = self.cluster.get_topology_stats(self.name)
+        coord = self.cluster.coordinator(self.name)
+        return sample_from(stats, coord.waves_done, coord.pending_count, coord.error_count, self.clock())
+
+    def update(self) -> Sample:
+        cur = self.sample()
+        if self.base is None:
+            self.base = cur
+        elif cur.t - self.base.t >= self.min_interval:
+            self.tuples_per_sec = rate(self.base, cur)
+            self.base = cur
+        self.last = cur
+        return cur
+
+    def line(self) -> str:
+        if self.last is None:
+            self.update()
+        return format_line(self.last, self.tuples_per_sec, self.last.t - self.start)
+
+    def render(self) -> Text:
+        """Take a sample and return the styled line."""
+        self.update()
+        return style_line(self.line(), self.last)
