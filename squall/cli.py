@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 from squall.observe.progress import ProgressLine
@@ -31,6 +34,7 @@ REFRESH_PER_SEC = 4
 ERRORS_SHOWN = 5
 LOG_EVERY_SECS = 5
 PIPE_WIDTH = 160
+SPARK_MODULES = ("squall.engine.spark", "pyspark", "py4j")
 
 
 class UsageError(Exception):
@@ -48,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--name", default=None, help="topology name (default: the file's name)")
     run.add_argument("--spark", metavar="MASTER", default=None,
                      help='Spark master URL for --engine spark (default "local[*]")')
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="log every error as it happens (by default errors are counted live and the last few "
+                          "are shown at the end)")
     return p
 
 
@@ -88,7 +95,7 @@ def _fmt(v: Any) -> str:
 
 
 def summary_table(name: str, stats: dict[str, dict[str, Any]], seconds: float) -> Table:
-    title = f"topology {name!r} after {seconds:.1f}s"
+    title = escape(f"topology {name!r} after {seconds:.1f}s")
     t = Table(title=title, title_justify="left")
     for col in ("component", "kind", "tasks", "emitted", "executed", "acked", "failed", "errors"):
         t.add_column(col, justify="left" if col in ("component", "kind") else "right")
@@ -113,22 +120,26 @@ def _crash_of(cluster: Any, name: str) -> BaseException | None:
 def run_command(args: argparse.Namespace, console: Console) -> int:
     from squall.engine.cluster import LocalCluster  # noqa: PLC0415 - keep `squall --help` fast
 
+    if args.seconds < 0:
+        raise UsageError(f"--seconds must be >= 0, got {args.seconds:g}")
     module = load_topology_module(args.path)
     name = args.name or Path(args.path).stem
     topology = module.build_topology()
     conf = dict(getattr(module, "CONF", None) or {})
-    if args.seconds < 0:
-        raise UsageError(f"--seconds must be >= 0, got {args.seconds}")
     if args.spark is not None and args.engine != "spark":
-        console.print(f"[yellow]note:[/] --spark {args.spark} is ignored with --engine {args.engine}")
+        console.print(f"[yellow]note:[/] --spark {escape(args.spark)} is ignored with --engine {args.engine}")
     if args.engine == "spark":
         _ship_by_value(module)
 
+    _setup_logging(console, args.verbose)
     cluster = LocalCluster(engine=args.engine, spark=args.spark if args.engine == "spark" else None)
     try:
         cluster.submit_topology(name, conf, topology)
     except ImportError as e:
-        console.print(f"[bold red]error:[/] cannot start the {args.engine} engine: {e}")
+        if args.engine != "spark" or not (e.name or "").startswith(SPARK_MODULES):
+            raise
+        console.print(f"[bold red]error:[/] cannot start the spark engine: {escape(str(e))} "
+                      "(--engine local runs without Spark)")
         return EXIT_FAILED
     coord = cluster.coordinator(name)
     if args.engine == "spark":
@@ -136,7 +147,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if ui is not None:
             console.print(f"Spark UI: {ui}")
     how_long = "until Ctrl-C" if args.seconds == 0 else f"for {args.seconds:g}s"
-    console.print(f"running topology [bold]{name}[/] on the {args.engine} engine {how_long}")
+    console.print(f"running topology [bold]{escape(name)}[/] on the {args.engine} engine {how_long}")
 
     progress = ProgressLine(cluster, name)
     t0 = time.monotonic()
@@ -168,9 +179,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     if coord.error_count:
         console.print(f"[bold red]{coord.error_count} error(s)[/]; the last {min(len(errors), ERRORS_SHOWN)}:")
         for e in errors[-ERRORS_SHOWN:]:
-            console.print(f"  [red]{e}[/]", highlight=False)
+            console.print(f"  [red]{escape(str(e))}[/]", highlight=False)
     if crash is not None:
-        console.print(f"[bold red]the topology stopped with an error:[/] {type(crash).__name__}: {crash}")
+        console.print(f"[bold red]the topology stopped with an error:[/] {escape(f'{type(crash).__name__}: {crash}')}")
         return EXIT_FAILED
     return code
 
@@ -210,6 +221,20 @@ class _Display:
             self.refresh(final=True)
 
 
+def _setup_logging(console: Console, verbose: bool) -> None:
+    """Unless logging is configured already, send squall's log through the rich console (so it
+    prints above the live line), errors only unless verbose: every error of user code is
+    logged as a warning, which would flood the screen; they are counted live instead."""
+    log = logging.getLogger("squall")
+    if log.handlers or logging.getLogger().handlers:
+        return
+    handler = RichHandler(console=console, show_path=False, show_time=False, markup=False)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if verbose else logging.ERROR)
+    log.propagate = False
+
+
 def _ship_by_value(module: ModuleType) -> None:
     """The user's file is not importable on Spark's Python workers: pickle its code by value."""
     try:
@@ -234,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return run_command(args, console)
     except UsageError as e:
-        err.print(f"[bold red]squall {args.command}:[/] {e}")
+        err.print(f"[bold red]squall {args.command}:[/] {escape(str(e))}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]")

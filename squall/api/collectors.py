@@ -3,10 +3,12 @@ the records into ids, anchors and acks for the whole batch at once afterwards.""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.tuple import Tuple
+from squall.engine.restore import current_collector
 from squall.engine.routing import Route
 
 
@@ -80,6 +82,9 @@ class OutputCollector:
         self._resets: list[Tuple] = []
         self._row = -1
         self._runner = runner
+
+    def __reduce__(self) -> tuple:
+        return (current_collector, ())
 
     def emit(self, values: list, anchors: Tuple | Sequence[Tuple] | None = None, stream: str = "default") -> list[int]:
         so = self._streams.get(stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from squall.api.topology import StormTopology
+from squall.engine.restore import current_context
 
 
 class TopologyContext:
@@ -14,6 +15,9 @@ class TopologyContext:
         self.this_task_index = task_index
         self.this_task_id = topology.task_ids[component][task_index]
         self.resources: dict[str, Any] = {}
+
+    def __reduce__(self) -> tuple:
+        return (current_context, ())
 
     def component_tasks(self, component_id: str) -> list[int]:
         return list(self._topology.task_ids[component_id])

@@ -7,7 +7,8 @@ process for str), so the same tuple goes to the same task on every machine.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from squall.api.topology import Grouping, StormTopology
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,8 @@ from squall.api.context import TopologyContext
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple
 from squall.engine.batch import TupleBatch, single_row
-from squall.engine.routing import stream_routes
+from squall.engine.restore import restoring
+from squall.engine.routing import ShuffleCounter, stream_routes
 from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import (
     Anchors,
@@ -168,6 +170,25 @@ class BoltTask(_TaskBase):
 
     def cleanup(self) -> None:
         self.bolt.cleanup()
+
+    # -- carried across waves as bytes (Spark engine) -------------------------------------
+
+    def _counters(self) -> list[ShuffleCounter]:
+        return [r for so in self.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)]
+
+    def snapshot(self, dumps: Any) -> bytes:
+        """The task's carried state: the bolt instance, whether it is prepared, routing counters."""
+        return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors))
+
+    @classmethod
+    def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,
+                loads: Any, capture: bool = False) -> BoltTask:
+        task = cls(topology, component, task_index, conf, None, capture)
+        with restoring(task):
+            task.bolt, task.prepared, counters, task._late_errors = loads(blob)
+        for c, i in zip(task._counters(), counters):
+            c.i = i
+        return task
 
     # -- called by the collector ----------------------------------------------------------
 

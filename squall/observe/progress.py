@@ -7,8 +7,9 @@ fake stats; `ProgressLine` reads a running topology's stats and coordinator and 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rich.text import Text
 
@@ -61,21 +62,23 @@ def rate(prev: Sample | None, cur: Sample) -> float:
 
 
 def _count(n: float) -> str:
-    """Compact counts: 950, 12.3k, 4.56M."""
+    """Compact counts: 950, 12.3k, 4.56M (3 significant digits; 999.7k shows as 1M)."""
     n = float(n)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div:
-            v = n / div
-            return f"{v:.3g}{suffix}" if v < 1000 else f"{v:.0f}{suffix}"
-    return f"{n:.0f}"
+    if abs(n) < 999.5:
+        return f"{n:.0f}"
+    for div, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        v = n / div
+        if abs(v) < 999.5:
+            return f"{v:.3g}{suffix}"
+    return f"{n / 1e12:.3g}T"
 
 
 def _ms(v: float | None) -> str:
     if v is None:
         return "-"
-    if v >= 1000:
+    if v >= 999.5:
         return f"{v / 1000:.2f}s"
-    if v >= 100:
+    if v >= 99.95:
         return f"{v:.0f}ms"
     return f"{v:.1f}ms"
 
@@ -113,18 +116,37 @@ class ProgressLine:
     seconds (so a refresh right after another does not show a rate of 0)."""
 
     def __init__(self, cluster: Any, name: str, clock: Callable[[], float] = time.monotonic,
-                 min_interval: float = 0.2):
+                 min_interval: float = 0.2, lock_wait: float = 0.05):
         self.cluster = cluster
         self.name = name
         self.clock = clock
         self.min_interval = min_interval
+        self.lock_wait = lock_wait
         self.start = clock()
         self.base: Sample | None = None  # where the current rate interval starts
         self.last: Sample | None = None
         self.tuples_per_sec = 0.0
 
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """`get_topology_stats`, without stalling the display.
+
+        The coordinator holds its lock for a whole wave and takes it again at once for the next
+        one, so `get_topology_stats` can wait for seconds. Wait briefly for the lock; failing
+        that, read the counters unlocked (they may be mid-wave: fine for a progress line).
+        """
+        coord = self.cluster.coordinator(self.name)
+        lock = getattr(coord, "lock", None)
+        if lock is None:
+            return self.cluster.get_topology_stats(self.name)
+        if lock.acquire(timeout=self.lock_wait):
+            try:
+                return self.cluster.get_topology_stats(self.name)
+            finally:
+                lock.release()
+        return {c: s.as_dict() for c, s in list(coord.stats.items())}
+
     def sample(self) -> Sample:
-        stats = self.cluster.get_topology_stats(self.name)
+        stats = self.stats()
         coord = self.cluster.coordinator(self.name)
         return sample_from(stats, coord.waves_done, coord.pending_count, coord.error_count, self.clock())
 

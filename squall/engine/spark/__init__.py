@@ -1,0 +1,1 @@
+"""The Spark engine: one Spark job per wave; bolt tasks are partitions."""
