@@ -68,3 +68,29 @@ def single_row(component: str, stream: str, fields: tuple[str, ...], source_task
                roots: np.ndarray, vals: np.ndarray) -> TupleBatch:
     off = np.array([0, len(roots)], np.int64)
     return TupleBatch(component, stream, fields, source_task, [values], off, roots.astype(_U64), vals.astype(_U64))
+
+
+def select_roots(batch: TupleBatch, roots: np.ndarray, keep_untracked: bool) -> TupleBatch | None:
+    """The rows of a spout batch whose root is in `roots` (and, if asked, its untracked rows)."""
+    n = len(batch)
+    if batch.anc_off is None:
+        return batch if keep_untracked else None
+    counts = np.diff(batch.anc_off)
+    row_root = np.zeros(n, _U64)
+    has = counts > 0
+    row_root[has] = batch.anc_root[batch.anc_off[:-1][has]]
+    keep = np.isin(row_root, roots) & has
+    if keep_untracked:
+        keep |= ~has
+    if keep.all():
+        return batch
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return None
+    c = counts[rows]
+    off = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(c, out=off[1:])
+    pos = np.concatenate([np.arange(batch.anc_off[r], batch.anc_off[r + 1]) for r in rows]) if off[-1] else \
+        np.zeros(0, np.int64)
+    return TupleBatch(batch.component, batch.stream, batch.fields, batch.source_task,
+                      [batch.values[r] for r in rows.tolist()], off, batch.anc_root[pos], batch.anc_val[pos])

@@ -18,9 +18,10 @@ import numpy as np
 
 from squall.api.config import Config, effective_conf
 from squall.api.topology import StormTopology
-from squall.engine.batch import TupleBatch
+from squall.engine.batch import TupleBatch, select_roots
 from squall.engine.task import SpoutTask
-from squall.engine.wave import Executor, WaveOutput
+from squall.engine.wave import Executor, WaveLost, WaveOutput, merge_outputs
+from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
 from squall.reliability.ids import RootIdGenerator
@@ -38,6 +39,14 @@ def _takes_reason(fn: Callable) -> bool:
     except (TypeError, ValueError):
         return False
     return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _msg_key(task: int, msg_id: Any) -> tuple[int, Any]:
+    try:
+        hash(msg_id)
+        return task, msg_id
+    except TypeError:
+        return task, repr(msg_id)
 
 
 @dataclass
@@ -90,6 +99,14 @@ class Coordinator:
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
         self._spout_roots: list[tuple[SpoutTask, np.ndarray, np.ndarray]] = []
+        # Lost waves: attempts per (spout task, msg id), and this wave's roots' msg ids and values.
+        self.max_replays = int(self.conf[Config.SQUALL_MAX_REPLAYS])
+        self.attempts: dict[tuple[int, Any], int] = {}
+        self._wave_msgs: dict[int, tuple[int, Any, list]] = {}
+        self.dead_letters = make_sink(self.conf)
+        self.dead_lettered = 0
+        self.lost_waves = 0
+        self._dead_roots: list[int] = []
         self.lock = threading.RLock()
         self.started = False
         self.closed = False
@@ -145,7 +162,9 @@ class Coordinator:
                 init_roots.append(roots)
                 init_vals.append(vals)
             self._spout_roots = []
-            wave_out = self.executor.run_wave(outputs, self.wave) if outputs else WaveOutput()
+            wave_roots = np.concatenate(init_roots) if init_roots else np.zeros(0, np.uint64)
+            wave_out = self._execute(outputs, wave_roots, True) if outputs else WaveOutput()
+            self._wave_msgs = {}
             acked, failed = self._apply(wave_out, init_roots, init_vals, now)
             failed += self._rotate_if_due()
             self.waves_done += 1
@@ -183,10 +202,68 @@ class Coordinator:
                 pending.add(rl, msg_ids, self.clock.now())
                 self._root_task.update(dict.fromkeys(rl, st.task_id))
                 self._spout_roots.append((st, roots, vals))
+                for r, m, v in zip(rl, msg_ids, st.last_values):
+                    self._wave_msgs[r] = (st.task_id, m, v)
         else:
             for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
                 self._spout_ack(st, m)
         return res
+
+    # -- lost waves -----------------------------------------------------------------------
+
+    def _key(self, root: int) -> tuple[int, Any] | None:
+        got = self._wave_msgs.get(root)
+        return None if got is None else _msg_key(got[0], got[1])
+
+    def _execute(self, outputs: list[tuple[int, TupleBatch]], roots: np.ndarray, keep_untracked: bool) -> WaveOutput:
+        """Run a wave's spout output. If its job is lost: the first time, every root in it fails
+        (reason "lost") and is replayed by its spout; when a root that was lost before is in a
+        lost wave again, the wave is split in halves, recursively, so the roots that kill it
+        are isolated and the others complete."""
+        try:
+            return self.executor.run_wave(outputs, self.wave)
+        except WaveLost as e:
+            self.lost_waves += 1
+            log.warning("%s: wave %d lost (%d roots): %s", self.name, self.wave, len(roots), e)
+            self._record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {e}", kind="lost")])
+            suspects = any(self.attempts.get(self._key(r), 0) for r in roots.tolist())
+            if len(roots) <= 1 or not suspects:
+                return self._lost(roots, str(e))
+        mid = len(roots) // 2
+        parts = []
+        for half, untracked in ((roots[:mid], keep_untracked), (roots[mid:], False)):
+            sub = [(t, b2) for t, b in outputs if (b2 := select_roots(b, half, untracked)) is not None]
+            if sub:
+                self.wave += 1  # every job gets its own wave number (the carried state's version)
+                parts.append(self._execute(sub, half, untracked))
+        return merge_outputs(parts) if parts else WaveOutput()
+
+    def _lost(self, roots: np.ndarray, error: str) -> WaveOutput:
+        out = WaveOutput()
+        for r in roots.tolist():
+            key = self._key(r)
+            n = self.attempts[key] = self.attempts.get(key, 0) + 1
+            if n >= self.max_replays:
+                self._dead_letter(r, n, error)
+            else:
+                out.fail_roots.append(r)
+                out.fail_reasons.append(FailReason("lost", error=error))
+        return out
+
+    def _dead_letter(self, root: int, attempts: int, error: str) -> None:
+        """Write the root's tuple to the dead-letter sink and ack it at its spout: handled, not replayed."""
+        task, msg_id, values = self._wave_msgs[root]
+        st = self._spout_by_task[task]
+        self.dead_letters.write({"topology": self.name, "component": st.component, "task": task,
+                                 "msg_id": msg_id, "values": values, "attempts": attempts, "error": error})
+        self.dead_lettered += 1
+        self.attempts.pop(self._key(root), None)
+        self._dead_roots.append(root)  # started in the ledger with this wave, forgotten right after
+        self._root_task.pop(root, None)
+        self.pending[task].pop_many(np.array([root], np.uint64))
+        log.error("%s: %s[%d] msg %r dead-lettered after %d lost waves: %s", self.name, st.component, task,
+                  msg_id, attempts, error)
+        self._spout_ack(st, msg_id)
 
     def _apply(self, out: WaveOutput, init_roots: list[np.ndarray], init_vals: list[np.ndarray],
                started: float) -> tuple[int, int]:
@@ -210,6 +287,9 @@ class Coordinator:
         iv = np.concatenate(init_vals) if init_vals else np.zeros(0, np.uint64)
         fail_roots = np.array(out.fail_roots, np.uint64)
         verdicts = self.ledger.apply(ir, iv, out.ack_roots, out.ack_vals, fail_roots)
+        if self._dead_roots:
+            self.ledger.forget(np.array(self._dead_roots, np.uint64))
+            self._dead_roots = []
         now = self.clock.now()
         acked = self._finish(verdicts.completed, now, None)
         reasons: dict[int, FailReason] = {}
@@ -254,6 +334,8 @@ class Coordinator:
                 stats.complete_sum += float(lat.sum())
                 stats.acked += len(items)
                 for _r, m, _t in items:
+                    if self.attempts:
+                        self.attempts.pop(_msg_key(task, m), None)
                     self._spout_ack(st, m)
             else:
                 stats.failed += len(items)
@@ -287,7 +369,8 @@ class Coordinator:
         if not errors:
             return
         for e in errors:
-            self.stats[e.component].errors += 1
+            if e.component in self.stats:
+                self.stats[e.component].errors += 1
             log.warning("%s: %s", self.name, e)
         self.error_count += len(errors)
         self.errors.extend(errors)

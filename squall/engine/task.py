@@ -446,6 +446,7 @@ class SpoutTask(_TaskBase):
         self.collector = SpoutOutputCollector(component, self.streams, self)
         self.opened = False
         self.active = True
+        self.last_values: list[list] = []
 
     def open(self) -> None:
         if not self.opened:
@@ -505,4 +506,5 @@ class SpoutTask(_TaskBase):
             np.bitwise_xor.at(slot, ce[has], edges)
             init_vals = slot[te]
         self._group_children(res, emits, child_emit, child_target, anchors)
+        self.last_values = [emits[j][1] for j in tracked_emits]  # kept for the dead-letter sink
         return res, msg_ids, init_roots, init_vals

@@ -58,6 +58,38 @@ class WaveOutput:
         return sum(s.executed for s in self.stats.values())
 
 
+class WaveLost(RuntimeError):
+    """The wave's job failed for good (a worker kept dying, say): its effects are discarded."""
+
+
+def merge_outputs(outs: list[WaveOutput]) -> WaveOutput:
+    if len(outs) == 1:
+        return outs[0]
+    out = WaveOutput()
+    roots = [o.ack_roots for o in outs if len(o.ack_roots)]
+    vals = [o.ack_vals for o in outs if len(o.ack_vals)]
+    if roots:
+        out.ack_roots, out.ack_vals = np.concatenate(roots), np.concatenate(vals)
+    for o in outs:
+        out.fail_roots.extend(o.fail_roots)
+        out.fail_reasons.extend(o.fail_reasons)
+        out.errors.extend(o.errors)
+        for comp, st in o.stats.items():
+            t = out.stats.setdefault(comp, TaskStats(comp))
+            t.executed += st.executed
+            t.acked += st.acked
+            t.failed += st.failed
+            t.emitted += st.emitted
+            t.exec_secs += st.exec_secs
+        for comp, streams in o.captured.items():
+            c = out.captured.setdefault(comp, {})
+            for stream, per_task in streams.items():
+                s = c.setdefault(stream, {})
+                for task, v in per_task.items():
+                    s.setdefault(task, []).extend(v)
+    return out
+
+
 class Executor(Protocol):
     """Runs the bolts of a topology, one wave at a time."""
 

@@ -21,15 +21,11 @@ from squall.api.topology import StormTopology
 from squall.engine.batch import TupleBatch
 from squall.engine.spark import worker
 from squall.engine.spark.session import get_or_create_session
-from squall.engine.wave import TaskStats, WaveOutput
+from squall.engine.wave import TaskStats, WaveLost, WaveOutput
 
 log = logging.getLogger("squall")
 
 CHECKPOINT_EVERY_WAVES = 25
-
-
-class WaveLost(RuntimeError):
-    """The wave's Spark job failed for good (after Spark's own task retries)."""
 
 
 def strip_spouts(topology: StormTopology) -> StormTopology:
@@ -158,8 +154,13 @@ class SparkExecutor:
 
 
 def _short_error(e: BaseException) -> str:
+    """The useful line of a Py4J error: Spark's reason for aborting the job."""
     text = str(e)
     for line in text.splitlines():
-        if "Error" in line or "Exception" in line:
-            return line.strip()[:500]
+        if "most recent failure" in line:
+            reason = line.split("): ", 1)[-1] if "): " in line else line
+            return reason.split(". Consider setting")[0].strip()[:500]
+    for line in text.splitlines():
+        if "Exception" in line or "Error" in line:
+            return line.strip(" :")[:500]
     return text[:500]

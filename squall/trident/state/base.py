@@ -1,0 +1,397 @@
+"""The state interfaces of Trident (Storm's ``State``, ``MapState``, ``IBackingMap``,
+``StateFactory``), the ``MetaStore`` the batch coordinator keeps its records in, and the
+machinery every store shares: buffered batch writes flushed in one transaction, and the
+per-process commit scope that lets a ``MetaStore`` write join a state's commit.
+
+Commit protocol, for every store in this package:
+
+* ``begin_commit(txid)`` opens a batch. Writes from then on are buffered in the state object
+  (reads see them) and nothing reaches the store.
+* ``commit(txid)`` writes the whole buffer in ONE store transaction (SQL ``BEGIN IMMEDIATE`` /
+  ``BEGIN`` ... ``COMMIT``, Redis ``MULTI``/``EXEC``, a lock for memory), so a batch is either
+  entirely in the store or not at all. A state that is dropped, closed or ``abort()``-ed before
+  ``commit`` leaves nothing behind.
+* Writes outside ``begin_commit``/``commit`` are written at once, each call in its own
+  transaction.
+
+Why buffer rather than hold the store transaction open for the whole batch: SQLite has a single
+writer, so a transaction held across a batch (while user code runs) would block every other
+partition, and two partition states opened one after the other in one thread would deadlock.
+Partitions of one batch touch disjoint keys (they are partitioned by group key), so reading
+the store and applying the buffer at commit is equivalent.
+
+MetaStore atomicity: the states and the ``MetaStore`` of one backend instance (same store and
+table/prefix) in one process share a :class:`CommitScope`. A ``MetaStore.put`` made while one or
+more of those states is between ``begin_commit`` and ``commit`` is held back and written inside
+the transaction of the LAST of them to commit, so it becomes visible exactly when every state
+of the batch in this process has committed, and never if the batch is abandoned. A put while no
+state is open is written at once. Call ``abort()`` (or ``close()``) on the states of a batch you
+give up on: while an abandoned state is still alive and open, meta puts keep waiting for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "KINDS",
+    "BufferedBackingMap",
+    "CommitScope",
+    "IBackingMap",
+    "MapState",
+    "MetaStore",
+    "MetaStoreBase",
+    "State",
+    "StateFactory",
+    "ValueUpdater",
+    "apply_updater",
+    "check_identifier",
+    "check_kind",
+    "commit_scope",
+    "encode_key",
+]
+
+KINDS = ("transactional", "opaque", "non-transactional")
+
+#: old value (``None`` when absent) -> new value; an object with ``update(old)`` (Storm's
+#: ``ValueUpdater``) is accepted as well.
+ValueUpdater = Callable[[Any], Any]
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"unknown state kind {kind!r}: use one of {', '.join(repr(k) for k in KINDS)}")
+    return kind
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def check_identifier(name: str, what: str = "table") -> str:
+    """A table name or prefix used in SQL or Redis keys: letters, digits, underscores."""
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"invalid {what} name {name!r}: use letters, digits and underscores (at most 63)")
+    return name
+
+
+def apply_updater(updater: Any, old: Any) -> Any:
+    if callable(updater):
+        return updater(old)
+    update = getattr(updater, "update", None)
+    if update is None:
+        raise TypeError(f"an updater is a callable old -> new (or has update(old)), got {updater!r}")
+    return update(old)
+
+
+def encode_key(key: Sequence[Any]) -> str:
+    """The canonical text of a state key (a list of JSON-able primitives, e.g. the group-by
+    values): compact JSON of the list. Equal keys, lists or tuples, give equal text."""
+    if isinstance(key, str | bytes | bytearray) or not isinstance(key, Sequence):
+        raise TypeError(f"a state key is a list of values (the group-by fields), got {key!r}")
+    try:
+        return json.dumps(list(key), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"a state key must hold JSON-able primitives (str, int, float, bool, None): {key!r}: {e}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Interfaces
+
+
+class State(ABC):
+    """Storm's ``State``: updates of a batch happen between ``begin_commit(txid)`` and
+    ``commit(txid)``; batches commit strictly in txid order."""
+
+    @abstractmethod
+    def begin_commit(self, txid: int | None) -> None: ...
+
+    @abstractmethod
+    def commit(self, txid: int | None) -> None: ...
+
+
+class MapState(State):
+    """Storm's ``MapState``: a keyed state. A key is a list of values (``[word]``)."""
+
+    @abstractmethod
+    def multi_get(self, keys: list[list]) -> list:
+        """The values of ``keys``, ``None`` where a key has none."""
+
+    @abstractmethod
+    def multi_put(self, keys: list[list], vals: list) -> None: ...
+
+    @abstractmethod
+    def multi_update(self, keys: list[list], updaters: list[ValueUpdater]) -> list:
+        """Applies ``updaters[i]`` to the value of ``keys[i]``; returns the new values."""
+
+
+@runtime_checkable
+class IBackingMap(Protocol):
+    """What a store provides under ``TransactionalMap``/``OpaqueMap``/``NonTransactionalMap``:
+    it stores whatever value objects the map gives it. A backing map may also have
+    ``begin_commit(txid)``/``commit(txid)`` (the maps forward them), ``abort()``, ``close()``
+    and ``meta_store()``."""
+
+    def multi_get(self, keys: list[list]) -> list: ...
+
+    def multi_put(self, keys: list[list], vals: list) -> None: ...
+
+
+@runtime_checkable
+class MetaStore(Protocol):
+    """A small durable key-value store next to a state (the coordinator's records)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, value: bytes) -> None: ...
+
+
+@runtime_checkable
+class StateFactory(Protocol):
+    """Makes the state of one partition; pickled to where the partition runs, so it holds
+    configuration only (connections are opened by the states, lazily)."""
+
+    kind: str  # "transactional" | "opaque" | "non-transactional"
+
+    def make_state(self, conf: dict, partition_index: int, num_partitions: int) -> State: ...
+
+    def describe(self) -> str: ...
+
+    def meta_store(self, conf: dict | None = None) -> MetaStore: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Commit scope: states and meta stores of one backend instance in this process
+
+_MISSING = object()
+
+
+class CommitScope:
+    """Tracks the states of one backend instance that are inside a commit, and the meta
+    writes waiting for them (see the module docstring)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.RLock()
+        self._open: dict[int, weakref.ref] = {}
+        self._pending_meta: dict[str, bytes] = {}
+
+    def _on_dead(self, ref: weakref.ref) -> None:
+        # an open state was garbage collected without commit: it is abandoned
+        with self._lock:
+            for k in [k for k, r in self._open.items() if r is ref]:
+                del self._open[k]
+            if not self._open:
+                self._pending_meta.clear()
+
+    def _prune(self) -> None:
+        for k in [k for k, r in self._open.items() if r() is None]:
+            del self._open[k]
+
+    def begin(self, backing: object) -> None:
+        with self._lock:
+            self._prune()
+            self._open[id(backing)] = weakref.ref(backing, self._on_dead)
+
+    def finish(self, backing: object, committed: bool) -> dict[str, bytes]:
+        """``backing`` leaves its commit; returns the meta writes its transaction must carry
+        (all that are waiting, if it is the last open state and it commits)."""
+        with self._lock:
+            ref = self._open.get(id(backing))
+            if ref is not None and ref() is backing:
+                del self._open[id(backing)]
+            self._prune()
+            if self._open:
+                return {}
+            pending, self._pending_meta = self._pending_meta, {}
+            return pending if committed else {}
+
+    def open_count(self) -> int:
+        with self._lock:
+            self._prune()
+            return len(self._open)
+
+    def defer_meta(self, key: str, value: bytes) -> bool:
+        """Holds a meta write for the open states' commit; False if none is open (the caller
+        writes at once)."""
+        with self._lock:
+            self._prune()
+            if not self._open:
+                return False
+            self._pending_meta[key] = value
+            return True
+
+    def pending_meta(self, key: str) -> Any:
+        with self._lock:
+            return self._pending_meta.get(key, _MISSING)
+
+
+_SCOPES: dict[str, CommitScope] = {}
+_SCOPES_LOCK = threading.Lock()
+
+
+def commit_scope(name: str) -> CommitScope:
+    """The process-wide scope of the backend instance ``name`` (e.g. ``sqlite:/path:table``)."""
+    with _SCOPES_LOCK:
+        scope = _SCOPES.get(name)
+        if scope is None:
+            scope = _SCOPES[name] = CommitScope(name)
+        return scope
+
+
+# --------------------------------------------------------------------------------------------
+# Shared implementation of the stores
+
+
+class MetaStoreBase(ABC):
+    """A ``MetaStore`` whose puts join the open commit of its scope (see module docstring).
+    Subclasses read and write the store directly."""
+
+    def __init__(self, scope_name: str) -> None:
+        self._scope = commit_scope(scope_name)
+
+    @abstractmethod
+    def _get_now(self, key: str) -> bytes | None: ...
+
+    @abstractmethod
+    def _put_now(self, items: dict[str, bytes]) -> None:
+        """Writes ``items`` in one transaction, committed on return."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def get(self, key: str) -> bytes | None:
+        if not isinstance(key, str):
+            raise TypeError(f"a meta key is a str, got {key!r}")
+        pending = self._scope.pending_meta(key)
+        if pending is not _MISSING:
+            return pending
+        value = self._get_now(key)
+        return None if value is None else bytes(value)
+
+    def put(self, key: str, value: bytes) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"a meta key is a str, got {key!r}")
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise TypeError(f"a meta value is bytes, got {type(value).__name__}")
+        value = bytes(value)
+        if not self._scope.defer_meta(key, value):
+            self._put_now({key: value})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BufferedBackingMap(ABC):
+    """An ``IBackingMap`` that buffers the writes of a batch and writes them, with the meta
+    writes of its scope, in one transaction at ``commit``. Subclasses implement ``_read`` and
+    ``_write`` (and ``_close``, ``meta_store``).
+
+    ``encode``/``decode`` turn the value objects given by the map into what the store keeps
+    (JSON text) and back; ``None`` for both keeps the objects as they are (memory).
+    """
+
+    def __init__(
+        self,
+        scope_name: str,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self._scope = commit_scope(scope_name)
+        self._encode = encode
+        self._decode = decode
+        self._pending: dict[str, tuple[Any, Any]] | None = None  # enc key -> (value, stored form)
+        self._txid: int | None = None
+
+    # -- store-specific ---------------------------------------------------------------------
+
+    @abstractmethod
+    def _read(self, enc_keys: list[str]) -> dict[str, Any]:
+        """Stored forms by encoded key, for the keys that are present."""
+
+    @abstractmethod
+    def _write(self, items: list[tuple[str, Any]], meta: dict[str, bytes]) -> None:
+        """Writes ``items`` (encoded key, stored form) and ``meta`` in ONE transaction."""
+
+    def _close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    @abstractmethod
+    def meta_store(self) -> MetaStore: ...
+
+    # -- IBackingMap --------------------------------------------------------------------------
+
+    @property
+    def in_commit(self) -> bool:
+        return self._pending is not None
+
+    def multi_get(self, keys: list[list]) -> list:
+        enc = [encode_key(k) for k in keys]
+        pending = self._pending or {}
+        need = list(dict.fromkeys(e for e in enc if e not in pending))
+        stored = self._read(need) if need else {}
+        out = []
+        for e in enc:
+            if e in pending:
+                out.append(pending[e][0])
+            else:
+                s = stored.get(e)
+                out.append(None if s is None else self._decode(s) if self._decode else s)
+        return out
+
+    def multi_put(self, keys: list[list], vals: list) -> None:
+        if len(keys) != len(vals):
+            raise ValueError(f"multi_put: {len(keys)} keys but {len(vals)} values")
+        items = [(encode_key(k), v, self._encode(v) if self._encode else v) for k, v in zip(keys, vals)]
+        if self._pending is not None:
+            for e, v, s in items:
+                self._pending[e] = (v, s)
+        elif items:
+            self._write([(e, s) for e, _, s in items], {})
+
+    # -- commit protocol ----------------------------------------------------------------------
+
+    def begin_commit(self, txid: int | None) -> None:
+        if self._pending is not None:  # the previous batch was never committed: drop it
+            self.abort()
+        self._pending = {}
+        self._txid = txid
+        self._scope.begin(self)
+
+    def commit(self, txid: int | None) -> None:
+        if self._pending is None:
+            return  # no begin_commit: every write went out at once
+        if txid is not None and self._txid is not None and txid != self._txid:
+            raise ValueError(f"commit({txid}) does not match begin_commit({self._txid})")
+        items = [(e, s) for e, (_, s) in self._pending.items()]
+        self._pending = None
+        self._txid = None
+        meta = self._scope.finish(self, committed=True)
+        if items or meta:
+            self._write(items, meta)
+
+    def abort(self) -> None:
+        """Drops the open batch's writes (and, if it is the last open state of its scope, the
+        meta writes waiting for it)."""
+        if self._pending is not None:
+            self._pending = None
+            self._txid = None
+            self._scope.finish(self, committed=False)
+
+    def close(self) -> None:
+        self.abort()
+        self._close()
+
+    def __getstate__(self):
+        raise TypeError(
+            f"{type(self).__name__} holds a connection and is not picklable: pickle the state factory and "
+            "make the state where it runs"
+        )
