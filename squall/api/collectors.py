@@ -88,21 +88,26 @@ class OutputCollector:
 
     def emit(self, values: list, anchors: Tuple | Sequence[Tuple] | None = None, stream: str = "default") -> list[int]:
         so = self._streams.get(stream)
+        if so is None or type(values) is not list or len(values) != so.nfields or so.direct:
+            values = self._check(so, values, stream)
+        if anchors is not None and (type(anchors) is not Tuple or anchors._done):
+            anchors = self._runner.check_anchors(anchors)
+        targets = so.route(values)
+        self._emits.append((so, values, anchors, targets, self._row))
+        return targets
+
+    def _check(self, so: StreamOut | None, values: Any, stream: str) -> list:
+        """The slow path of emit: say precisely what is wrong, or normalize the values."""
         if so is None:
             raise _bad_stream(self._component, stream, self._streams)
-        if type(values) is not list:
-            values = check_values(values, self._component)
+        values = check_values(values, self._component)
         if len(values) != so.nfields:
             raise _bad_arity(so, values)
         if so.direct:
             raise ValueError(
                 f"component {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
             )
-        if anchors is not None and (type(anchors) is not Tuple or anchors._done):
-            anchors = self._runner.check_anchors(anchors)
-        targets = so.route(values)
-        self._emits.append((so, values, anchors, targets, self._row))
-        return targets
+        return values
 
     def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,
                     stream: str = "default") -> None:

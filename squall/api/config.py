@@ -19,6 +19,9 @@ class Config(dict):
     SQUALL_ROOT_SEED = "squall.root.seed"
     SQUALL_MAX_REPLAYS = "squall.max.replays"
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
+    SQUALL_DEAD_LETTER_SINK = "squall.dead.letter.sink"
+    SQUALL_GC_TUNE = "squall.gc.tune"
+    SQUALL_SPARK_UI = "squall.spark.ui"
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,
@@ -26,13 +29,16 @@ class Config(dict):
         TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
         TOPOLOGY_MAX_SPOUT_PENDING: None,
         TOPOLOGY_DEBUG: False,
-        # Tuples a spout task may emit per wave when max.spout.pending does not bound it.
-        SQUALL_WAVE_MAX_TUPLES: 2000,
+        # Tuples a spout task may emit per wave when max.spout.pending does not bound it
+        # (None: the engine's default, 2000 local, 20000 on Spark).
+        SQUALL_WAVE_MAX_TUPLES: None,
         # Time a spout task may spend in next_tuple per wave.
         SQUALL_WAVE_MAX_SECS: 0.5,
         SQUALL_ROOT_SEED: None,
         SQUALL_MAX_REPLAYS: 5,
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
+        SQUALL_GC_TUNE: True,
+        SQUALL_SPARK_UI: False,
     }
 
     def set_debug(self, on: bool) -> None:

@@ -51,7 +51,8 @@ class Tuple:
 
     def __getitem__(self, key: int | str) -> Any:
         if type(key) is str:
-            return self.values[self.field_index(key)]
+            i = self._b._findex.get(key)
+            return self.values[self.field_index(key) if i is None else i]
         return self.values[key]
 
     def __len__(self) -> int:
@@ -62,7 +63,7 @@ class Tuple:
 
     def field_index(self, name: str) -> int:
         try:
-            return self._b.field_index[name]
+            return self._b._findex[name]
         except KeyError:
             raise KeyError(
                 f"tuple from {self._b.component}:{self._b.stream} has no field {name!r}; "
@@ -70,7 +71,7 @@ class Tuple:
             ) from None
 
     def contains(self, name: str) -> bool:
-        return name in self._b.field_index
+        return name in self._b._findex
 
     def get_value(self, i: int) -> Any:
         return self.values[i]

@@ -13,6 +13,15 @@ from typing import Any
 import numpy as np
 
 _U64 = np.uint64
+_FIELD_INDEX: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def field_index_of(fields: tuple[str, ...]) -> dict[str, int]:
+    """name -> position, shared by every batch with the same fields (built once)."""
+    fi = _FIELD_INDEX.get(fields)
+    if fi is None:
+        fi = _FIELD_INDEX[fields] = {f: i for i, f in enumerate(fields)}
+    return fi
 
 
 class TupleBatch:
@@ -29,17 +38,14 @@ class TupleBatch:
         self.anc_off = anc_off  # None: no row is tracked
         self.anc_root = anc_root
         self.anc_val = anc_val
-        self._findex: dict[str, int] | None = None
+        self._findex = field_index_of(fields)
 
     def __len__(self) -> int:
         return len(self.values)
 
     @property
     def field_index(self) -> dict[str, int]:
-        fi = self._findex
-        if fi is None:
-            fi = self._findex = {f: i for i, f in enumerate(self.fields)}
-        return fi
+        return self._findex
 
     @property
     def tracked(self) -> bool:
@@ -58,7 +64,7 @@ class TupleBatch:
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, self.values,
          self.anc_off, self.anc_root, self.anc_val) = state
-        self._findex = None
+        self._findex = field_index_of(self.fields)
 
     def __repr__(self) -> str:
         return f"TupleBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"

@@ -19,6 +19,7 @@ import numpy as np
 from squall.api.config import Config, effective_conf
 from squall.api.topology import StormTopology
 from squall.engine.batch import TupleBatch, select_roots
+from squall.engine.gc_tuning import tune_gc
 from squall.engine.task import SpoutTask
 from squall.engine.wave import Executor, WaveLost, WaveOutput, merge_outputs
 from squall.observe.dead_letter import make_sink
@@ -114,6 +115,7 @@ class Coordinator:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        tune_gc(self.conf)
         self.executor.start()
         for st in self.spouts:
             st.open()

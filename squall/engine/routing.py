@@ -13,6 +13,7 @@ from typing import Any
 from squall.api.topology import Grouping, StormTopology
 
 Route = Callable[[Sequence[Any]], list[int]]
+ROUTE_CACHE_SIZE = 1 << 16
 
 
 def stable_hash(value: Any) -> int:
@@ -76,10 +77,17 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
         if len(idx) == 1:
             i0 = idx[0]
 
+            cache: dict[str, int] = {}  # field values repeat (words, keys): hash each once
+
             def route_one(values: Sequence[Any]) -> list[int]:
                 v = values[i0]
                 if type(v) is str:
-                    return [target_tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
+                    t = cache.get(v)
+                    if t is None:
+                        t = target_tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]
+                        if len(cache) < ROUTE_CACHE_SIZE:
+                            cache[v] = t
+                    return [t]
                 return [target_tasks[stable_hash(v) % n]]
 
             return route_one

@@ -8,6 +8,8 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -65,6 +67,76 @@ class TaskResult:
         return np.concatenate(self.ack_roots), np.concatenate(self.ack_vals)
 
 
+_get_b = attrgetter("_b")
+_get_i = attrgetter("_i")
+_first = itemgetter(0)
+_NONE = type(None)
+
+
+@dataclass
+class EmitIndex:
+    """A batch's recorded emits as arrays: children (one per emit and target task), the
+    (emit, input row) anchor pairs inside the batch, anchors from other batches (held tuples),
+    each emit's input row and its ordinal within that input's execute."""
+
+    values: tuple
+    streams: tuple
+    child_emit: np.ndarray
+    child_target: np.ndarray
+    pair_emit: np.ndarray
+    pair_row: np.ndarray
+    foreign: list[tuple[int, Tuple]]
+    multi: bool
+    rows: np.ndarray
+    ords: np.ndarray
+
+
+def children_of(targets: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(emit index, target task) of every child: an emit has one child per target task."""
+    ne = len(targets)
+    tlens = np.fromiter(map(len, targets), _I64, ne)
+    if (tlens == 1).all():
+        return np.arange(ne), np.fromiter(map(_first, targets), _I64, ne)
+    return np.repeat(np.arange(ne), tlens), np.fromiter(chain.from_iterable(targets), _I64, int(tlens.sum()))
+
+
+def index_emits(B: TupleBatch | None, emits: list[tuple]) -> EmitIndex:
+    """Mostly C-level (zip transposition, map, numpy); a Python loop only for multi-anchoring
+    and anchors from other batches."""
+    ne = len(emits)
+    streams, values, ancs, targets, rows = zip(*emits)
+    rows_a = np.fromiter(rows, _I64, ne)
+    change = np.ones(ne, bool)
+    np.not_equal(rows_a[1:], rows_a[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    ords = np.arange(ne) - np.repeat(starts, np.diff(np.append(starts, ne)))
+    child_emit, child_target = children_of(targets)
+    pair_emit: list[int] | np.ndarray = []
+    pair_row: list[int] | np.ndarray = []
+    foreign: list[tuple[int, Tuple]] = []
+    multi = False
+    kinds = set(map(type, ancs))
+    if kinds == {Tuple} and set(map(id, map(_get_b, ancs))) == {id(B)}:
+        pair_emit = np.arange(ne)  # the common case: each emit anchored to one input of this batch
+        pair_row = np.fromiter(map(_get_i, ancs), _I64, ne)
+    elif kinds != {_NONE}:
+        for j, anc in enumerate(ancs):
+            if anc is None:
+                continue
+            if type(anc) is Tuple:
+                anc = (anc,)
+            elif len(anc) > 1:
+                multi = True
+            for a in anc:
+                if a._b is B:
+                    pair_emit.append(j)
+                    pair_row.append(a._i)
+                else:
+                    foreign.append((j, a))
+    return EmitIndex(values, streams, child_emit, child_target, np.asarray(pair_emit, _I64),
+                     np.asarray(pair_row, _I64), foreign, multi, rows_a, ords)
+
+
 def build_streams(topology: StormTopology, component: str, task_index: int) -> dict[str, StreamOut]:
     spec = topology.specs[component]
     streams: dict[str, StreamOut] = {}
@@ -109,29 +181,29 @@ class _TaskBase:
             res.captured = {}
         return res
 
-    def _group_children(self, res: TaskResult, emits: Sequence[tuple], child_emit: list[int], child_target: list[int],
-                        anchors: Anchors | None) -> None:
+    def _group_children(self, res: TaskResult, ix: EmitIndex, anchors: Anchors | None) -> None:
         """Split children (one per emit and target task) into one batch per (stream, target)."""
-        nc = len(child_emit)
+        ce, ct = ix.child_emit, ix.child_target
+        nc = len(ce)
         if not nc:
             return
-        ce = np.array(child_emit, _I64)
-        ct = np.array(child_target, _I64)
-        sidx = np.fromiter((emits[j][0].index for j in child_emit), _I64, nc) if len(self.streams) > 1 else None
-        key = ct * len(self.streams) + sidx if sidx is not None else ct
+        if len(self.streams) > 1:
+            sidx = np.fromiter((so.index for so in ix.streams), _I64, len(ix.streams))[ce]
+            key = ct * len(self.streams) + sidx
+        else:
+            key = ct
         if nc > 1 and (key[1:] != key[:-1]).any():
             order = np.argsort(key, kind="stable")
             skey = key[order]
-            cuts = np.flatnonzero(skey[1:] != skey[:-1]) + 1
-            groups = np.split(order, cuts)
+            groups = np.split(order, np.flatnonzero(skey[1:] != skey[:-1]) + 1)
         else:
             groups = [np.arange(nc)]
-        values = np.empty(nc, dtype=object)
-        for i, j in enumerate(child_emit):
-            values[i] = emits[j][1]
+        values = np.fromiter(ix.values, dtype=object, count=len(ix.values))
+        if nc != len(values) or not (ce == np.arange(nc)).all():
+            values = values[ce]
         for idx in groups:
             first = int(idx[0])
-            so: StreamOut = emits[child_emit[first]][0]
+            so: StreamOut = ix.streams[int(ce[first])]
             target = int(ct[first])
             if anchors is not None and len(anchors.root):
                 counts = anchors.counts[idx]
@@ -145,7 +217,6 @@ class _TaskBase:
                     continue
             res.outputs.append((target, TupleBatch(self.component, so.stream, so.fields, self.task_id,
                                                    values[idx].tolist())))
-        del ce
 
     def _capture(self, res: TaskResult, emits: Sequence[tuple]) -> None:
         cap = res.captured
@@ -270,81 +341,44 @@ class BoltTask(_TaskBase):
         tracked = anchors is not None and len(anchors.root) > 0
         salt = mix64_int((self.task_id << 32) ^ wave)
 
-        # One pass over the records: children (one per target task), anchor pairs, ordinals.
-        child_emit: list[int] = []
-        child_target: list[int] = []
-        pair_emit: list[int] = []
-        pair_row: list[int] = []
-        foreign: list[tuple[int, Tuple]] = []
-        ords: list[int] = []
-        erows: list[int] = []
-        multi = False
-        prev, base = -2, 0
-        for j, (so, values, anc, targets, row) in enumerate(emits):
-            if row != prev:
-                prev, base = row, j
-            ords.append(j - base)
-            erows.append(row)
-            if len(targets) == 1:
-                child_emit.append(j)
-                child_target.append(targets[0])
-            else:
-                for g in targets:
-                    child_emit.append(j)
-                    child_target.append(g)
-            if anc is not None:
-                if type(anc) is Tuple:
-                    if anc._b is B:
-                        pair_emit.append(j)
-                        pair_row.append(anc._i)
-                    else:
-                        foreign.append((j, anc))
-                else:
-                    multi = multi or len(anc) > 1
-                    for a in anc:
-                        if a._b is B:
-                            pair_emit.append(j)
-                            pair_row.append(a._i)
-                        else:
-                            foreign.append((j, a))
         res.emitted += len(emits)
         if res.captured is not None:
             self._capture(res, emits)
-
         out_ack = np.zeros(n, _U64)
-        child_anchors: Anchors | None = None
-        nc = len(child_emit)
-        if (tracked and pair_emit) or foreign:
-            keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt)
-            ce = np.array(child_emit, _I64)
-            ct = np.array(child_target, _I64)
-            ne = len(emits)
-            ccount = np.bincount(ce, minlength=ne) if nc else np.zeros(ne, _I64)
-            cstart = np.cumsum(ccount) - ccount
-            erow_arr = np.array(erows, _I64)
-            ord_arr = np.array(ords, _I64)
-            exec_key_of_emit = np.where(erow_arr >= 0, keys[np.maximum(erow_arr, 0)], _U64(salt))
-            parts: list[Contributions] = []
-            if tracked and pair_emit:
-                pe = np.array(pair_emit, _I64)
-                grp, child_idx = expand(cstart[pe], ccount[pe])
-                pj = pe[grp]
-                parts.append(anchor_edges(anchors, keys, np.array(pair_row, _I64)[grp], child_idx,
-                                          exec_key_of_emit[pj], ord_arr[pj], ct[child_idx], out_ack))
-            if foreign:
-                parts.append(self._foreign_edges(foreign, ccount, cstart, ct, exec_key_of_emit, ord_arr))
-            if parts:
-                contrib = parts[0] if len(parts) == 1 else Contributions(
-                    np.concatenate([p.child for p in parts]), np.concatenate([p.root for p in parts]),
-                    np.concatenate([p.val for p in parts]))
-                if multi or len(parts) > 1 or foreign:
-                    child_anchors = contrib.merged(nc)
-                else:  # one anchor per emit: contributions are already in child order, roots unique
-                    counts = np.bincount(contrib.child, minlength=nc)
-                    off = np.zeros(nc + 1, _I64)
-                    np.cumsum(counts, out=off[1:])
-                    child_anchors = Anchors(off, contrib.root, contrib.val)
-        self._group_children(res, emits, child_emit, child_target, child_anchors)
+        if not emits:
+            ix = None
+        else:
+            ix = index_emits(B, emits)
+            child_anchors: Anchors | None = None
+            nc = len(ix.child_emit)
+            if (tracked and len(ix.pair_emit)) or ix.foreign:
+                keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt)
+                ne = len(emits)
+                ccount = np.bincount(ix.child_emit, minlength=ne)
+                cstart = np.cumsum(ccount) - ccount
+                exec_key_of_emit = np.where(ix.rows >= 0, keys[np.maximum(ix.rows, 0)], _U64(salt))
+                parts: list[Contributions] = []
+                if tracked and len(ix.pair_emit):
+                    pe = ix.pair_emit
+                    grp, child_idx = expand(cstart[pe], ccount[pe])
+                    pj = pe[grp]
+                    parts.append(anchor_edges(anchors, keys, ix.pair_row[grp], child_idx, exec_key_of_emit[pj],
+                                              ix.ords[pj], ix.child_target[child_idx], out_ack))
+                if ix.foreign:
+                    parts.append(self._foreign_edges(ix.foreign, ccount, cstart, ix.child_target, exec_key_of_emit,
+                                                     ix.ords))
+                if parts:
+                    contrib = parts[0] if len(parts) == 1 else Contributions(
+                        np.concatenate([p.child for p in parts]), np.concatenate([p.root for p in parts]),
+                        np.concatenate([p.val for p in parts]))
+                    if ix.multi or len(parts) > 1 or ix.foreign:
+                        child_anchors = contrib.merged(nc)
+                    else:  # one anchor per emit: contributions are already in child order, roots unique
+                        counts = np.bincount(contrib.child, minlength=nc)
+                        off = np.zeros(nc + 1, _I64)
+                        np.cumsum(counts, out=off[1:])
+                        child_anchors = Anchors(off, contrib.root, contrib.val)
+            self._group_children(res, ix, child_anchors)
 
         if acks or fails or resets:
             self._acks_and_fails(B, anchors, acks, fails, resets, out_ack, res)
@@ -471,40 +505,33 @@ class SpoutTask(_TaskBase):
         res.emitted = len(emits)
         if res.captured is not None:
             self._capture(res, emits)
-        child_emit: list[int] = []
-        child_target: list[int] = []
-        tracked_emits: list[int] = []
-        msg_ids: list[Any] = []
-        for j, (_so, _values, msg_id, targets) in enumerate(emits):
-            for g in targets:
-                child_emit.append(j)
-                child_target.append(g)
-            if msg_id is not None:
-                tracked_emits.append(j)
-                msg_ids.append(msg_id)
+        if not emits:
+            self.last_values = []
+            return res, [], _EMPTY_U, _EMPTY_U
+        streams, values, mids, targets = zip(*emits)
+        ce, ct = children_of(targets)
+        tracked_emits = [j for j, m in enumerate(mids) if m is not None]
+        msg_ids = [mids[j] for j in tracked_emits]
         anchors = None
         init_roots = init_vals = _EMPTY_U
         if tracking and tracked_emits:
-            k = len(tracked_emits)
-            init_roots = roots_for(k)
+            init_roots = roots_for(len(tracked_emits))
             root_of_emit = np.zeros(len(emits), _U64)
             te = np.array(tracked_emits, _I64)
             root_of_emit[te] = init_roots
-            nc = len(child_emit)
-            ce = np.array(child_emit, _I64)
-            ct = np.array(child_target, _I64)
             child_root = root_of_emit[ce]
             has = child_root != 0
-            edges = edge_ids(child_root[has], np.zeros(int(has.sum()), _U64), np.zeros(int(has.sum()), _I64),
-                             ct[has])
-            counts = has.astype(_I64)
-            off = np.zeros(nc + 1, _I64)
-            np.cumsum(counts, out=off[1:])
+            k = int(has.sum())
+            edges = edge_ids(child_root[has], np.zeros(k, _U64), np.zeros(k, _I64), ct[has])
+            off = np.zeros(len(ce) + 1, _I64)
+            np.cumsum(has, out=off[1:])
             anchors = Anchors(off, child_root[has], edges)
             # init value per root = XOR of its edges (0 when nothing subscribes: acked at once)
             slot = np.zeros(len(emits), _U64)
             np.bitwise_xor.at(slot, ce[has], edges)
             init_vals = slot[te]
-        self._group_children(res, emits, child_emit, child_target, anchors)
-        self.last_values = [emits[j][1] for j in tracked_emits]  # kept for the dead-letter sink
+        empty = np.zeros(0, _I64)
+        ix = EmitIndex(values, streams, ce, ct, empty, empty, [], False, empty, empty)
+        self._group_children(res, ix, anchors)
+        self.last_values = [values[j] for j in tracked_emits]  # kept for the dead-letter sink
         return res, msg_ids, init_roots, init_vals

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from squall.engine.gc_tuning import tune_gc
 from squall.engine.task import BoltTask
 from squall.reliability.anchoring import combine
 
@@ -50,6 +51,7 @@ def _setup(uid: str, blob: Any) -> tuple:
     got = _TOPOLOGIES.get(uid)
     if got is None:
         got = _TOPOLOGIES[uid] = pickle.loads(blob.value)
+        tune_gc(got[1])
     return got
 
 

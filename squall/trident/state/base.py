@@ -24,9 +24,10 @@ MetaStore atomicity: the states and the ``MetaStore`` of one backend instance (s
 table/prefix) in one process share a :class:`CommitScope`. A ``MetaStore.put`` made while one or
 more of those states is between ``begin_commit`` and ``commit`` is held back and written inside
 the transaction of the LAST of them to commit, so it becomes visible exactly when every state
-of the batch in this process has committed, and never if the batch is abandoned. A put while no
-state is open is written at once. Call ``abort()`` (or ``close()``) on the states of a batch you
-give up on: while an abandoned state is still alive and open, meta puts keep waiting for it.
+of the batch in this process has committed. If one of them aborts, is dropped without commit or
+fails to commit, the waiting meta writes are discarded. A put while no state is open is written
+at once. Call ``abort()`` (or ``close()``) on the states of a batch you give up on: while an
+abandoned state is still alive and open, meta puts keep waiting for it.
 """
 
 from __future__ import annotations
@@ -89,15 +90,22 @@ def apply_updater(updater: Any, old: Any) -> Any:
     return update(old)
 
 
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode_key(key: Sequence[Any]) -> str:
     """The canonical text of a state key (a list of JSON-able primitives, e.g. the group-by
     values): compact JSON of the list. Equal keys, lists or tuples, give equal text."""
-    if isinstance(key, str | bytes | bytearray) or not isinstance(key, Sequence):
-        raise TypeError(f"a state key is a list of values (the group-by fields), got {key!r}")
+    t = type(key)
+    if t is not list:
+        if t is tuple or (isinstance(key, Sequence) and not isinstance(key, str | bytes | bytearray)):
+            key = list(key)
+        else:
+            raise TypeError(f"a state key is a list of values (the group-by fields), got {key!r}")
     try:
-        return json.dumps(list(key), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _KEY_ENCODER(key)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"a state key must hold JSON-able primitives (str, int, float, bool, None): {key!r}: {e}") from None
+        raise TypeError(f"a state key holds JSON-able primitives (str, int, float, bool, None): {key!r}: {e}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,7 +181,11 @@ _MISSING = object()
 
 class CommitScope:
     """Tracks the states of one backend instance that are inside a commit, and the meta
-    writes waiting for them (see the module docstring)."""
+    writes waiting for them (see the module docstring).
+
+    States are held by weak reference: a state dropped without ``commit`` (a crash of the
+    batch) is noticed at the next access and counts as aborted. There are no weakref
+    callbacks, so nothing here runs in the middle of a garbage collection."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -181,35 +193,38 @@ class CommitScope:
         self._open: dict[int, weakref.ref] = {}
         self._pending_meta: dict[str, bytes] = {}
 
-    def _on_dead(self, ref: weakref.ref) -> None:
-        # an open state was garbage collected without commit: it is abandoned
-        with self._lock:
-            for k in [k for k, r in self._open.items() if r is ref]:
-                del self._open[k]
-            if not self._open:
-                self._pending_meta.clear()
-
     def _prune(self) -> None:
-        for k in [k for k, r in self._open.items() if r() is None]:
+        dead = [k for k, r in list(self._open.items()) if r() is None]
+        for k in dead:
             del self._open[k]
+        if dead:  # a state of the batch was lost: the batch's meta writes go with it
+            self._pending_meta.clear()
 
     def begin(self, backing: object) -> None:
         with self._lock:
             self._prune()
-            self._open[id(backing)] = weakref.ref(backing, self._on_dead)
+            self._open[id(backing)] = weakref.ref(backing)
 
     def finish(self, backing: object, committed: bool) -> dict[str, bytes]:
-        """``backing`` leaves its commit; returns the meta writes its transaction must carry
-        (all that are waiting, if it is the last open state and it commits)."""
+        """``backing`` leaves its commit. Returns the meta writes its transaction must carry:
+        all that wait, if it commits and is the last open state. An abort drops them."""
         with self._lock:
+            self._prune()
             ref = self._open.get(id(backing))
             if ref is not None and ref() is backing:
                 del self._open[id(backing)]
-            self._prune()
+            if not committed:
+                self._pending_meta.clear()
+                return {}
             if self._open:
                 return {}
             pending, self._pending_meta = self._pending_meta, {}
-            return pending if committed else {}
+            return pending
+
+    def discard_meta(self) -> None:
+        """A commit failed: the meta writes waiting for the batch must not be written."""
+        with self._lock:
+            self._pending_meta.clear()
 
     def open_count(self) -> int:
         with self._lock:
@@ -228,6 +243,7 @@ class CommitScope:
 
     def pending_meta(self, key: str) -> Any:
         with self._lock:
+            self._prune()
             return self._pending_meta.get(key, _MISSING)
 
 
@@ -334,23 +350,32 @@ class BufferedBackingMap(ABC):
         return self._pending is not None
 
     def multi_get(self, keys: list[list]) -> list:
-        enc = [encode_key(k) for k in keys]
-        pending = self._pending or {}
-        need = list(dict.fromkeys(e for e in enc if e not in pending))
-        stored = self._read(need) if need else {}
-        out = []
-        for e in enc:
-            if e in pending:
-                out.append(pending[e][0])
-            else:
-                s = stored.get(e)
-                out.append(None if s is None else self._decode(s) if self._decode else s)
-        return out
+        return self.multi_get_encoded([encode_key(k) for k in keys])
 
     def multi_put(self, keys: list[list], vals: list) -> None:
         if len(keys) != len(vals):
             raise ValueError(f"multi_put: {len(keys)} keys but {len(vals)} values")
-        items = [(encode_key(k), v, self._encode(v) if self._encode else v) for k, v in zip(keys, vals)]
+        self.multi_put_encoded([encode_key(k) for k in keys], vals)
+
+    # the maps call these with keys they have encoded once (``encode_key``)
+
+    def multi_get_encoded(self, enc_keys: list[str]) -> list:
+        pending = self._pending or {}
+        need = list(dict.fromkeys(e for e in enc_keys if e not in pending))
+        stored = self._read(need) if need else {}
+        decode = self._decode
+        out = []
+        for e in enc_keys:
+            if e in pending:
+                out.append(pending[e][0])
+            else:
+                s = stored.get(e)
+                out.append(None if s is None else decode(s) if decode else s)
+        return out
+
+    def multi_put_encoded(self, enc_keys: list[str], vals: list) -> None:
+        encode = self._encode
+        items = [(e, v, encode(v) if encode else v) for e, v in zip(enc_keys, vals)]
         if self._pending is not None:
             for e, v, s in items:
                 self._pending[e] = (v, s)
@@ -376,11 +401,14 @@ class BufferedBackingMap(ABC):
         self._txid = None
         meta = self._scope.finish(self, committed=True)
         if items or meta:
-            self._write(items, meta)
+            try:
+                self._write(items, meta)
+            except BaseException:
+                self._scope.discard_meta()
+                raise
 
     def abort(self) -> None:
-        """Drops the open batch's writes (and, if it is the last open state of its scope, the
-        meta writes waiting for it)."""
+        """Drops the open batch's writes, and the meta writes waiting for the batch."""
         if self._pending is not None:
             self._pending = None
             self._txid = None

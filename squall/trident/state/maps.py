@@ -32,27 +32,30 @@ __all__ = [
 
 
 class _BatchReadsCache:
-    """The values written during the current batch, in front of the backing map."""
+    """The values written during the current batch, in front of the backing map. Keys are
+    encoded once per call (``encode_key``) and handed to the backing map encoded when it
+    accepts them (``multi_get_encoded``/``multi_put_encoded``)."""
 
     def __init__(self, delegate: IBackingMap) -> None:
         self.delegate = delegate
         self._cached: dict[str, Any] = {}
+        self._get_enc = getattr(delegate, "multi_get_encoded", None)
+        self._put_enc = getattr(delegate, "multi_put_encoded", None)
 
     def reset(self) -> None:
         self._cached.clear()
 
-    def multi_get(self, keys: list[list]) -> list[tuple[Any, bool]]:
-        vals = self.delegate.multi_get(keys)
-        out = []
-        for k, v in zip(keys, vals):
-            e = encode_key(k)
-            out.append((self._cached[e], True) if e in self._cached else (v, False))
-        return out
+    def multi_get(self, keys: list[list], enc: list[str]) -> list[tuple[Any, bool]]:
+        vals = self._get_enc(enc) if self._get_enc is not None else self.delegate.multi_get(keys)
+        cached = self._cached
+        return [(cached[e], True) if e in cached else (v, False) for e, v in zip(enc, vals)]
 
-    def multi_put(self, keys: list[list], vals: list) -> None:
-        self.delegate.multi_put(keys, vals)
-        for k, v in zip(keys, vals):
-            self._cached[encode_key(k)] = v
+    def multi_put(self, keys: list[list], enc: list[str], vals: list) -> None:
+        if self._put_enc is not None:
+            self._put_enc(enc, vals)
+        else:
+            self.delegate.multi_put(keys, vals)
+        self._cached.update(zip(enc, vals))
 
 
 def _check_lengths(what: str, keys: list, other: list) -> None:
@@ -130,14 +133,16 @@ class TransactionalMap(_MapBase):
         self._cache.reset()
 
     def multi_get(self, keys: list[list]) -> list:
-        return [None if v is None else v.val for v, _ in self._cache.multi_get(keys)]
+        enc = [encode_key(k) for k in keys]
+        return [None if v is None else v.val for v, _ in self._cache.multi_get(keys, enc)]
 
     def multi_update(self, keys: list[list], updaters: list[ValueUpdater]) -> list:
         _check_lengths("multi_update", keys, updaters)
-        curr = self._cache.multi_get(keys)
+        enc = [encode_key(k) for k in keys]
+        curr = self._cache.multi_get(keys, enc)
         tx = self._curr_tx
-        ret, new_keys, new_vals = [], [], []
-        for key, (val, cached), updater in zip(keys, curr, updaters):
+        ret, new_keys, new_enc, new_vals = [], [], [], []
+        for key, e, (val, cached), updater in zip(keys, enc, curr, updaters):
             if val is None:
                 new = TransactionalValue(tx, apply_updater(updater, None))
             elif tx is not None and val.txid == tx and not cached:
@@ -147,14 +152,16 @@ class TransactionalMap(_MapBase):
                 new = TransactionalValue(tx, apply_updater(updater, val.val))
             ret.append(new.val)
             new_keys.append(key)
+            new_enc.append(e)
             new_vals.append(new)
         if new_keys:
-            self._cache.multi_put(new_keys, new_vals)
+            self._cache.multi_put(new_keys, new_enc, new_vals)
         return ret
 
     def multi_put(self, keys: list[list], vals: list) -> None:
         _check_lengths("multi_put", keys, vals)
-        self._cache.multi_put(keys, [TransactionalValue(self._curr_tx, v) for v in vals])
+        enc = [encode_key(k) for k in keys]
+        self._cache.multi_put(keys, enc, [TransactionalValue(self._curr_tx, v) for v in vals])
 
 
 class OpaqueMap(_MapBase):
@@ -178,18 +185,20 @@ class OpaqueMap(_MapBase):
         return val.curr if cached else val.get(self._curr_tx)
 
     def multi_get(self, keys: list[list]) -> list:
-        return [self._base(v, cached) for v, cached in self._cache.multi_get(keys)]
+        enc = [encode_key(k) for k in keys]
+        return [self._base(v, cached) for v, cached in self._cache.multi_get(keys, enc)]
 
     def multi_update(self, keys: list[list], updaters: list[ValueUpdater]) -> list:
         _check_lengths("multi_update", keys, updaters)
-        curr = self._cache.multi_get(keys)
+        enc = [encode_key(k) for k in keys]
+        curr = self._cache.multi_get(keys, enc)
         tx = self._curr_tx
         ret, new_vals = [], []
         for (val, cached), updater in zip(curr, updaters):
             new = apply_updater(updater, self._base(val, cached))
             ret.append(new)
             new_vals.append(OpaqueValue(tx, new) if val is None else val.update(tx, new))
-        self._cache.multi_put(keys, new_vals)
+        self._cache.multi_put(keys, enc, new_vals)
         return ret
 
     def multi_put(self, keys: list[list], vals: list) -> None:
@@ -220,9 +229,15 @@ class NonTransactionalMap(_MapBase):
 
     def multi_update(self, keys: list[list], updaters: list[ValueUpdater]) -> list:
         _check_lengths("multi_update", keys, updaters)
-        curr = self.backing.multi_get(keys)
-        ret = [apply_updater(u, v) for u, v in zip(updaters, curr)]
-        self.backing.multi_put(keys, ret)
+        get_enc = getattr(self.backing, "multi_get_encoded", None)
+        put_enc = getattr(self.backing, "multi_put_encoded", None)
+        if get_enc is not None and put_enc is not None:
+            enc = [encode_key(k) for k in keys]
+            ret = [apply_updater(u, v) for u, v in zip(updaters, get_enc(enc))]
+            put_enc(enc, ret)
+        else:
+            ret = [apply_updater(u, v) for u, v in zip(updaters, self.backing.multi_get(keys))]
+            self.backing.multi_put(keys, ret)
         return ret
 
     def multi_put(self, keys: list[list], vals: list) -> None:

@@ -22,8 +22,7 @@ __all__ = [
 _JSON_SEPARATORS = (",", ":")
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=_JSON_SEPARATORS, ensure_ascii=False, allow_nan=False)
+_dumps = json.JSONEncoder(separators=_JSON_SEPARATORS, ensure_ascii=False, allow_nan=False).encode
 
 
 def _loads_object(data: str | bytes, what: str) -> dict:
@@ -166,7 +165,11 @@ def _encode_transactional(v: TransactionalValue | None) -> str:
 
 def _decode_transactional(s: str | bytes) -> TransactionalValue | None:
     obj = json.loads(s)
-    return None if obj is None else TransactionalValue.from_dict(obj) if isinstance(obj, dict) else _bad(s, "Transactional")
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or "txid" not in obj:
+        _bad(s, "Transactional")
+    return TransactionalValue.from_dict(obj)
 
 
 def _encode_opaque(v: OpaqueValue | None) -> str:
@@ -179,13 +182,15 @@ def _encode_opaque(v: OpaqueValue | None) -> str:
 
 def _decode_opaque(s: str | bytes) -> OpaqueValue | None:
     obj = json.loads(s)
-    return None if obj is None else OpaqueValue.from_dict(obj) if isinstance(obj, dict) else _bad(s, "Opaque")
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or "curr_txid" not in obj:
+        _bad(s, "Opaque")
+    return OpaqueValue.from_dict(obj)
 
 
-def _bad(s: str | bytes, what: str):
-    raise ValueError(
-        f"stored value {s!r} is not a {what}Value: was this table written by a state of another kind?"
-    )
+def _bad(s: str | bytes, what: str) -> None:
+    raise ValueError(f"stored value {s!r} is not a {what}Value: was this table written by a state of another kind?")
 
 
 def _decode_plain(s: str | bytes) -> Any:

@@ -1,0 +1,420 @@
+"""JetStreamSpout: a reliable spout over a NATS JetStream durable pull consumer (nats-py).
+
+nats-py is asyncio; the spout owns an event loop in a background thread. A fetch loop there
+pulls messages (`fetch`, short timeouts) into a thread-safe queue, never holding more than the
+spout may have pending (`topology.max.spout.pending`, also the consumer's `max_ack_pending`);
+`next_tuple` only takes from that queue, so it never waits on the network. Acks, naks and
+dead letters go back to the loop through another queue.
+
+Each message is emitted with msg id `(stream sequence, delivery number)`. When the tree is
+acked the message is acked. When it fails it is `nak`ed with `retry_delay_secs` of delay; the
+attempt number is JetStream's delivery count. The consumer's `AckWait` is the topology's message
+timeout, and messages still in flight after a third of it get an in-progress ack, so the server
+redelivers a message only when the spout holding it is gone. The consumer's `max_deliver` is
+`max_retries + 1`: when the last allowed delivery fails (or a payload does not decode) the
+message is published to the dead-letter subject `squall.dlq.<stream>` (captured by the stream
+`<stream>_DLQ`, created if missing) with its original data and `squall-*` headers, then acked.
+A message the server stops delivering because its deliveries ran out without an ack (its spout
+died each time) is announced by a JetStream advisory; task 0 of the spout copies it to the
+dead-letter subject with reason "lost".
+
+Connection: `url` (comma-separated servers), else `NATS_URL`; credentials from `user` /
+`password`, `token`, `creds` (a .creds file), else `NATS_USER`, `NATS_PASSWORD`, `NATS_TOKEN`,
+`NATS_CREDS`; default nats://127.0.0.1:4222. Secrets are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from squall.connectors.base import (
+    BrokerSpout,
+    Failure,
+    Message,
+    Secret,
+    env_first,
+    redact_url,
+    scrub,
+    url_password,
+)
+
+log = logging.getLogger("squall.connectors")
+
+ROOM_WAIT_SECS = 0.003  # the fetch loop's pause while the spout holds all it may
+ERROR_PAUSE_SECS = 0.5
+CLOSE_TIMEOUT_SECS = 10.0
+
+
+def nats_servers(url: str | None = None) -> Secret:
+    return Secret(url or env_first("NATS_URL", default="nats://127.0.0.1:4222"))
+
+
+class _EventLoopThread:
+    """An asyncio event loop running in a daemon thread; the spout's bridge to nats-py."""
+
+    def __init__(self, name: str):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, coro: Any, timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def soon(self, fn: Any, *args: Any) -> None:
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class JetStreamSpout(BrokerSpout):
+    """A reliable spout over the JetStream stream `stream`, durable pull consumer `durable`; see
+    the module docstring.
+
+    subject: the consumer's filter subject (and the new stream's subject, when `create_stream`
+    creates it; default: the stream's name). ack_wait_secs: default the message timeout.
+    batch_size: messages per fetch; fetch_timeout_secs: how long one fetch may wait.
+    """
+
+    def __init__(self, stream: str, subject: str | None = None, durable: str = "squall", url: str | None = None, *,
+                 user: str | None = None, password: str | None = None, token: str | None = None,
+                 creds: str | None = None, scheme: Any = "string", fields: Any = ("message",),
+                 meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0,
+                 dead_letter_subject: str | None = None, dead_letter_stream: str | None = None,
+                 create_stream: bool = True, ack_wait_secs: float | None = None, batch_size: int = 256,
+                 fetch_timeout_secs: float = 0.25, connect_timeout_secs: float = 10.0):
+        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
+        self.stream = stream
+        self.subject = subject
+        self.durable = durable
+        self._servers = nats_servers(url)
+        self.url = redact_url(self._servers.reveal())
+        self.user = user or env_first("NATS_USER")
+        self._password = Secret(password or env_first("NATS_PASSWORD"))
+        self._token = Secret(token or env_first("NATS_TOKEN"))
+        self.creds = creds or env_first("NATS_CREDS")
+        self.dead_letter_subject = dead_letter_subject or f"squall.dlq.{stream}"
+        self.dead_letter_stream = dead_letter_stream or f"{stream}_DLQ"
+        self.create_stream = create_stream
+        self.ack_wait_secs = ack_wait_secs
+        self.batch_size = int(batch_size)
+        self.fetch_timeout_secs = float(fetch_timeout_secs)
+        self.connect_timeout_secs = float(connect_timeout_secs)
+        self._io: _EventLoopThread | None = None
+
+    def _source_name(self) -> str:
+        return self.stream
+
+    def _secrets(self) -> list[Any]:
+        pw = [url_password(u) for u in self._servers.reveal().split(",")]
+        return [self._password, self._token, *pw]
+
+    # -- driver side ----------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        self.ack_wait = float(self.ack_wait_secs or self.message_timeout_secs)
+        self.max_deliver = self.max_retries + 1
+        self.prefetch = self._prefetch()
+        self._incoming: deque = deque()  # fetched, not yet emitted (filled by the loop)
+        self._actions: deque = deque()  # acks / naks / dead letters for the loop
+        self._done: deque = deque()  # what the loop finished, for hooks and reports on this thread
+        self._scheduled = False
+        self._closing = False
+        self._active = True
+        self._drainer: Any = None
+        self._fetcher: Any = None
+        self._keeper: Any = None
+        self._nc: Any = None
+        self._io = _EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
+        try:
+            self._io.call(self._aopen(), self.connect_timeout_secs + 10)
+        except Exception as e:  # noqa: BLE001
+            with contextlib.suppress(Exception):
+                self._io.call(self._aclose_quietly(), 5)
+            self._io.stop()
+            self._io = None
+            raise ConnectionError(f"cannot consume JetStream stream {self.stream!r} (durable {self.durable!r}) at "
+                                  f"{self.url}: {scrub(_describe(e), self._secrets())}") from None
+
+    def _next_message(self) -> Message | None:
+        if self._done:
+            self._finish_done()
+        try:
+            nm = self._incoming.popleft()
+        except IndexError:
+            return None
+        md = nm.metadata
+        seq, n = md.sequence.stream, md.num_delivered
+        return Message((seq, n), nm.data, n, handle=nm, headers=nm.headers)
+
+    def _act(self, item: tuple) -> None:
+        self._actions.append(item)
+        if not self._scheduled and self._io is not None:
+            self._scheduled = True
+            self._io.soon(self._kick)
+
+    def _ack_message(self, m: Message) -> None:
+        self._act(("ack", m, None))
+
+    def _retry_message(self, m: Message, failure: Failure) -> None:
+        self._act(("nak", m, failure))
+
+    def _dead_letter(self, m: Message, failure: Failure) -> None:
+        self._act(("dlq", m, failure))
+
+    def _finish_done(self) -> None:
+        done = self._done
+        while done:
+            kind, m, failure = done.popleft()
+            if kind == "acked":
+                self._acked(m)
+            elif kind == "dead":
+                self._dead_lettered(m, failure)
+            else:
+                self._report(m)
+
+    def _meta(self, m: Message) -> dict[str, Any]:
+        nm = m.handle
+        return {"id": m.id, "attempts": m.attempts, "source": self.stream, "subject": nm.subject,
+                "headers": dict(nm.headers or {})}
+
+    def activate(self) -> None:
+        self._active = True
+
+    def deactivate(self) -> None:
+        self._active = False  # the fetch loop stops pulling; what was fetched goes back
+        while self._incoming:
+            try:
+                nm = self._incoming.popleft()
+            except IndexError:
+                break
+            self._act(("nak", Message(None, b"", 0, handle=nm), None))
+
+    def _disconnect(self) -> None:
+        io, self._io = self._io, None
+        if io is None:
+            return
+        self._closing = True
+        try:
+            io.call(self._aclose(), CLOSE_TIMEOUT_SECS)
+        except Exception as e:  # noqa: BLE001
+            log.warning("%s: closing the NATS connection: %s", self.component_id, scrub(_describe(e), self._secrets()))
+        io.stop()
+        self._finish_done()
+
+    # -- loop side ------------------------------------------------------------------------
+
+    async def _aopen(self) -> None:
+        opts: dict[str, Any] = {
+            "servers": [s.strip() for s in self._servers.reveal().split(",") if s.strip()],
+            "name": f"squall {self.component_id}[{self.task_index}]",
+            "connect_timeout": self.connect_timeout_secs,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "error_cb": self._on_error,
+            "disconnected_cb": self._on_disconnected,
+            "reconnected_cb": self._on_reconnected,
+        }
+        if self.user:
+            opts["user"] = self.user
+            opts["password"] = self._password.reveal()
+        if self._token:
+            opts["token"] = self._token.reveal()
+        if self.creds:
+            opts["user_credentials"] = self.creds
+        self._nc = await nats.connect(**opts)
+        self._js = self._nc.jetstream()
+        await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
+        await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
+        await self._ensure_consumer()
+        self._psub = await self._js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
+        if self.task_index == 0:
+            await self._nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{self.durable}",
+                                     cb=self._on_max_deliveries)
+        self._fetcher = asyncio.ensure_future(self._fetch_loop())
+        self._keeper = asyncio.ensure_future(self._keep_loop())
+        log.info("%s[%d]: consuming JetStream %r durable %r from %s", self.component_id, self.task_index,
+                 self.stream, self.durable, self.url)
+
+    async def _ensure_stream(self, name: str, subject: str, create: bool) -> None:
+        try:
+            await self._js.stream_info(name)
+            return
+        except nats.js.errors.NotFoundError:
+            if not create:
+                raise ValueError(f"JetStream stream {name!r} does not exist (create_stream=False)") from None
+        await self._js.add_stream(name=name, subjects=[subject])
+
+    def _consumer_config(self) -> ConsumerConfig:
+        return ConsumerConfig(durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT,
+                              deliver_policy=DeliverPolicy.ALL, ack_wait=self.ack_wait,
+                              max_deliver=self.max_deliver, max_ack_pending=self.prefetch,
+                              filter_subject=self.subject or None)
+
+    async def _ensure_consumer(self) -> None:
+        cfg = self._consumer_config()
+        try:
+            info = await self._js.consumer_info(self.stream, self.durable)
+        except nats.js.errors.NotFoundError:
+            await self._js.add_consumer(self.stream, cfg)
+            return
+        c = info.config
+        if (abs((c.ack_wait or 0) - self.ack_wait) > 1e-3 or c.max_deliver != self.max_deliver
+                or c.max_ack_pending != self.prefetch):
+            await self._js.add_consumer(self.stream, cfg)  # an update of an existing durable
+
+    def _room(self) -> int:
+        if not self._active:
+            return 0
+        return min(self.batch_size, self.prefetch - len(self._inflight) - len(self._incoming))
+
+    async def _fetch_loop(self) -> None:
+        incoming = self._incoming
+        while not self._closing:
+            room = self._room()
+            if room <= 0:
+                await asyncio.sleep(ROOM_WAIT_SECS)
+                continue
+            try:
+                msgs = await self._psub.fetch(room, timeout=self.fetch_timeout_secs)
+            except TimeoutError:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - report, pause, go on (nats-py reconnects)
+                if not self._closing:
+                    self._done.append(("report", f"fetch from JetStream {self.stream!r} failed: "
+                                                 f"{scrub(_describe(e), self._secrets())}", None))
+                await asyncio.sleep(ERROR_PAUSE_SECS)
+                continue
+            incoming.extend(msgs)
+
+    async def _keep_loop(self) -> None:
+        """In-progress acks for messages in flight past a third of the AckWait, so that the server
+        redelivers only the messages of a spout that is gone (runs even when next_tuple is not
+        called because the topology is at max.spout.pending)."""
+        every = max(0.05, self.ack_wait / 4)
+        limit = self.ack_wait / 3
+        while not self._closing:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            try:
+                held = list(self._inflight.values())
+            except RuntimeError:  # changed while copied: next round
+                continue
+            for m in held:
+                if now - m.touched_at > limit:
+                    m.touched_at = now
+                    with contextlib.suppress(Exception):
+                        await m.handle.in_progress()
+                        self.counters.extra["touched"] = self.counters.extra.get("touched", 0) + 1
+
+    def _kick(self) -> None:
+        self._scheduled = False
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.ensure_future(self._drain_actions())
+
+    async def _drain_actions(self) -> None:
+        actions, done = self._actions, self._done
+        while actions:
+            kind, m, failure = actions.popleft()
+            nm = m.handle
+            try:
+                if kind == "ack":
+                    await nm.ack()
+                    done.append(("acked", m, None))
+                elif kind == "nak":
+                    await nm.nak(delay=self.retry_delay_secs if failure is not None else None)
+                else:
+                    await self._publish_dead_letter(m.body, nm.headers, failure, m.id)
+                    await nm.ack()
+                    done.append(("dead", m, failure))
+            except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
+                done.append(("report", f"JetStream {kind} of message {m.id} failed: "
+                                       f"{scrub(_describe(e), self._secrets())}", None))
+
+    async def _publish_dead_letter(self, data: bytes, headers: dict | None, failure: Failure, source_id: Any) -> None:
+        hdrs = {k: str(v) for k, v in (headers or {}).items() if not k.lower().startswith("nats-")}
+        hdrs.update(failure.fields(self.stream, source_id))
+        await self._js.publish(self.dead_letter_subject, data or b"", headers=hdrs, timeout=5)
+
+    async def _on_max_deliveries(self, msg: Any) -> None:
+        """A message whose deliveries ran out without an ack: copy it to the dead letters."""
+        try:
+            adv = json.loads(msg.data)
+            seq, deliveries = int(adv["stream_seq"]), int(adv.get("deliveries") or self.max_deliver)
+            raw = await self._js.get_msg(self.stream, seq)
+            failure = Failure("lost", f"delivered {deliveries} time(s), the consumer's max_deliver, without an ack",
+                              deliveries)
+            await self._publish_dead_letter(raw.data, raw.headers, failure, (seq, deliveries))
+            m = Message((seq, deliveries), raw.data or b"", deliveries, handle=None, headers=raw.headers)
+            self._done.append(("dead", m, failure))
+        except Exception as e:  # noqa: BLE001
+            self._done.append(("report", f"dead-lettering a message past max_deliver failed: "
+                                         f"{scrub(_describe(e), self._secrets())}", None))
+
+    async def _aclose(self) -> None:
+        for task in (self._fetcher, self._keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if self._drainer is not None and not self._drainer.done():
+            with contextlib.suppress(Exception):
+                await self._drainer
+        # Give back what this spout held: fetched but not emitted, and trees never finished.
+        for nm in list(self._incoming):
+            self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
+        self._incoming.clear()
+        for m in list(self._inflight.values()):
+            self._actions.append(("nak", m, None))
+        await self._drain_actions()
+        await self._aclose_quietly()
+
+    async def _aclose_quietly(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is None:
+            return
+        with contextlib.suppress(Exception):
+            await nc.flush(timeout=5)
+        with contextlib.suppress(Exception):
+            await nc.close()
+
+    async def _on_error(self, e: Exception) -> None:
+        if not self._closing:
+            log.warning("%s: NATS error: %s", self.component_id, scrub(_describe(e), self._secrets()))
+
+    async def _on_disconnected(self) -> None:
+        if not self._closing:
+            self._done.append(("report", f"disconnected from NATS at {self.url}; reconnecting", None))
+
+    async def _on_reconnected(self) -> None:
+        self.counters.reconnects += 1
+        log.info("%s: reconnected to NATS at %s", self.component_id, self.url)
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
