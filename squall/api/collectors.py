@@ -205,6 +205,19 @@ class BasicBoltExecutor:
         self.basic.cleanup()
 
 
+class SharedRoot:
+    """A msg id under which many spout emits form ONE tuple tree (acked when all of them are
+    processed, failed if any fails). Trident emits each batch this way."""
+
+    __slots__ = ("msg_id",)
+
+    def __init__(self, msg_id: Any):
+        self.msg_id = msg_id
+
+    def __repr__(self) -> str:
+        return f"SharedRoot({self.msg_id!r})"
+
+
 class SpoutOutputCollector:
     """A spout's collector (Storm's SpoutOutputCollector)."""
 
@@ -245,6 +258,12 @@ class SpoutOutputCollector:
                 f"with a direct subscriber on that task; subscribed tasks: {sorted(so.direct_tasks)}"
             )
         self._emits.append((so, values, msg_id, [task]))
+
+    def emit_batch(self, rows: Sequence[list], msg_id: Any, stream: str = "default") -> None:
+        """Emit many tuples as one tree: `ack(msg_id)` once all are processed, `fail` if any fails."""
+        shared = SharedRoot(msg_id)
+        for values in rows:
+            self.emit(values, msg_id=shared, stream=stream)
 
     def report_error(self, error: BaseException | str) -> None:
         self._runner.report_error(error)

@@ -174,6 +174,16 @@ class JetStreamSpout(BrokerSpout):
             self._scheduled = True
             self._io.soon(self._kick)
 
+    def ack(self, msg_id: Any) -> None:
+        if self._done:
+            self._finish_done()
+        super().ack(msg_id)
+
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        if self._done:
+            self._finish_done()
+        super().fail(msg_id, reason=reason)
+
     def _ack_message(self, m: Message) -> None:
         self._act(("ack", m, None))
 
@@ -309,7 +319,12 @@ class JetStreamSpout(BrokerSpout):
                                                  f"{scrub(_describe(e), self._secrets())}", None))
                 await asyncio.sleep(ERROR_PAUSE_SECS)
                 continue
-            incoming.extend(msgs)
+            if self._active:
+                incoming.extend(msgs)
+            else:  # deactivated while this fetch waited: give them back at once
+                for nm in msgs:
+                    self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
+                self._kick()
 
     async def _keep_loop(self) -> None:
         """In-progress acks for messages in flight past a third of the AckWait, so that the server

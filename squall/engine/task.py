@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.collectors import BasicBoltExecutor, OutputCollector, SpoutOutputCollector, StreamOut
+from squall.api.collectors import BasicBoltExecutor, OutputCollector, SharedRoot, SpoutOutputCollector, StreamOut
 from squall.api.components import BasicBolt
 from squall.api.context import TopologyContext
 from squall.api.topology import StormTopology
@@ -40,6 +40,7 @@ log = logging.getLogger("squall")
 _U64 = np.uint64
 _I64 = np.int64
 _EMPTY_U = np.zeros(0, _U64)
+_NO_INPUT = TupleBatch("", "", (), -1, [])
 
 
 @dataclass
@@ -135,6 +136,20 @@ def index_emits(B: TupleBatch | None, emits: list[tuple]) -> EmitIndex:
                     foreign.append((j, a))
     return EmitIndex(values, streams, child_emit, child_target, np.asarray(pair_emit, _I64),
                      np.asarray(pair_row, _I64), foreign, multi, rows_a, ords)
+
+
+def root_index_of(root_of_emit: np.ndarray, child_emit: np.ndarray, tracked: list[int], shared: list[int]) -> np.ndarray:
+    """For each tracked child: the index of the emit that owns its root (itself, or the first
+    emit of its SharedRoot), so a shared root's init value is the XOR of all its edges."""
+    if not shared:
+        return child_emit
+    owner = np.arange(len(root_of_emit))
+    first = {}
+    for j in tracked:
+        first[int(root_of_emit[j])] = j
+    rs = root_of_emit[np.array(shared, _I64)]
+    owner[np.array(shared, _I64)] = [first[int(r)] for r in rs.tolist()]
+    return owner[child_emit]
 
 
 def build_streams(topology: StormTopology, component: str, task_index: int) -> dict[str, StreamOut]:
@@ -297,9 +312,24 @@ class BoltTask(_TaskBase):
             for batch in inbox:
                 if len(batch):
                     self._run_batch(batch, wave, res)
+            finish = getattr(self.bolt, "finish_wave", None)
+            if finish is not None and inbox:
+                self._finish_wave(finish, wave, res)
         finally:
             self._res = None
         return res
+
+    def _finish_wave(self, finish: Any, wave: int, res: TaskResult) -> None:
+        """Optional bolt hook, called after the task has run every input it got in a wave
+        (Trident uses it to end a batch: partial aggregates, partition aggregates)."""
+        coll = self.collector
+        coll._emits, coll._acks, coll._fails, coll._resets = [], [], [], []
+        coll._row = -1
+        try:
+            finish()
+        except Exception as e:  # noqa: BLE001 - reported; tuples it held fail by timeout or replay
+            res.errors.append(ErrorRecord.from_exception(self.component, self.task_id, e))
+        self._flush(_NO_INPUT, [], res, wave)
 
     def _run_batch(self, B: TupleBatch, wave: int, res: TaskResult) -> None:
         coll = self.collector
@@ -356,7 +386,9 @@ class BoltTask(_TaskBase):
                 ne = len(emits)
                 ccount = np.bincount(ix.child_emit, minlength=ne)
                 cstart = np.cumsum(ccount) - ccount
-                exec_key_of_emit = np.where(ix.rows >= 0, keys[np.maximum(ix.rows, 0)], _U64(salt))
+                exec_key_of_emit = np.full(ne, _U64(salt))
+                inside = ix.rows >= 0  # emitted inside an execute: that input's key
+                exec_key_of_emit[inside] = keys[ix.rows[inside]]
                 parts: list[Contributions] = []
                 if tracked and len(ix.pair_emit):
                     pe = ix.pair_emit
@@ -511,7 +543,12 @@ class SpoutTask(_TaskBase):
         streams, values, mids, targets = zip(*emits)
         ce, ct = children_of(targets)
         tracked_emits = [j for j, m in enumerate(mids) if m is not None]
-        msg_ids = [mids[j] for j in tracked_emits]
+        shared = [j for j in tracked_emits if type(mids[j]) is SharedRoot]
+        if shared:  # emits of one SharedRoot are one tree: its first emit stands for the root
+            first: dict[int, int] = {}
+            owner = {j: first.setdefault(id(mids[j]), j) for j in shared}
+            tracked_emits = [j for j in tracked_emits if owner.get(j, j) == j]
+        msg_ids = [mids[j].msg_id if type(mids[j]) is SharedRoot else mids[j] for j in tracked_emits]
         anchors = None
         init_roots = init_vals = _EMPTY_U
         if tracking and tracked_emits:
@@ -519,16 +556,20 @@ class SpoutTask(_TaskBase):
             root_of_emit = np.zeros(len(emits), _U64)
             te = np.array(tracked_emits, _I64)
             root_of_emit[te] = init_roots
+            if shared:
+                src = np.array([owner[j] for j in shared], _I64)
+                root_of_emit[np.array(shared, _I64)] = root_of_emit[src]
             child_root = root_of_emit[ce]
             has = child_root != 0
             k = int(has.sum())
-            edges = edge_ids(child_root[has], np.zeros(k, _U64), np.zeros(k, _I64), ct[has])
+            # one edge per (emit, target): emits sharing a root are told apart by their position
+            edges = edge_ids(child_root[has], ce[has].astype(_U64), np.zeros(k, _I64), ct[has])
             off = np.zeros(len(ce) + 1, _I64)
             np.cumsum(has, out=off[1:])
             anchors = Anchors(off, child_root[has], edges)
             # init value per root = XOR of its edges (0 when nothing subscribes: acked at once)
             slot = np.zeros(len(emits), _U64)
-            np.bitwise_xor.at(slot, ce[has], edges)
+            np.bitwise_xor.at(slot, root_index_of(root_of_emit, ce[has], tracked_emits, shared), edges)
             init_vals = slot[te]
         empty = np.zeros(0, _I64)
         ix = EmitIndex(values, streams, ce, ct, empty, empty, [], False, empty, empty)
