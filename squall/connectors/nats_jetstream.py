@@ -148,7 +148,7 @@ class JetStreamSpout(BrokerSpout):
         self._nc: Any = None
         self._io = _EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
         try:
-            self._io.call(self._aopen(), self.connect_timeout_secs + 10)
+            self._io.call(self._aopen(), self.connect_timeout_secs * 3 + 10)
         except Exception as e:  # noqa: BLE001
             with contextlib.suppress(Exception):
                 self._io.call(self._aclose_quietly(), 5)
@@ -254,7 +254,13 @@ class JetStreamSpout(BrokerSpout):
             opts["token"] = self._token.reveal()
         if self.creds:
             opts["user_credentials"] = self.creds
-        self._nc = await nats.connect(**opts)
+        self._last_error: BaseException | None = None
+        try:  # nats-py retries a first connection forever when reconnects are unlimited: bound it
+            self._nc = await asyncio.wait_for(nats.connect(**opts), self.connect_timeout_secs * 2)
+        except TimeoutError:
+            why = self._last_error
+            raise ConnectionError(f"no NATS server answered within {self.connect_timeout_secs * 2:g}s"
+                                  + (f" (last error: {_describe(why)})" if why else "")) from None
         self._js = self._nc.jetstream()
         await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
         await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
@@ -418,7 +424,8 @@ class JetStreamSpout(BrokerSpout):
             await nc.close()
 
     async def _on_error(self, e: Exception) -> None:
-        if not self._closing:
+        self._last_error = e
+        if not self._closing and self._nc is not None:
             log.warning("%s: NATS error: %s", self.component_id, scrub(_describe(e), self._secrets()))
 
     async def _on_disconnected(self) -> None:

@@ -100,6 +100,10 @@ class LocalCluster:
                 raise TypeError(f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
             topology = build()
         conf = dict(conf or {})
+        for spec in topology.specs.values():  # components that cannot run on this engine say so now
+            check = getattr(spec.obj, "check_engine", None)
+            if check is not None:
+                check(self.engine)
         executor = make_executor(self.engine, topology, conf, self.spark, self.capture)
         coord = Coordinator(name, topology, conf, executor, self.clock, capture=self.capture)
         coord.start()

@@ -215,7 +215,12 @@ class Coordinator:
 
     def _key(self, root: int) -> tuple[int, Any] | None:
         got = self._wave_msgs.get(root)
-        return None if got is None else _msg_key(got[0], got[1])
+        if got is None:
+            return None
+        task, msg_id = got[0], got[1]
+        # A spout that replays under new msg ids (Trident: an attempt number) says what stays the same.
+        replay_key = getattr(self._spout_by_task[task].spout, "replay_key", None)
+        return _msg_key(task, replay_key(msg_id) if replay_key is not None else msg_id)
 
     def _execute(self, outputs: list[tuple[int, TupleBatch]], roots: np.ndarray, keep_untracked: bool) -> WaveOutput:
         """Run a wave's spout output. If its job is lost: the first time, every root in it fails
@@ -337,7 +342,8 @@ class Coordinator:
                 stats.acked += len(items)
                 for _r, m, _t in items:
                     if self.attempts:
-                        self.attempts.pop(_msg_key(task, m), None)
+                        replay_key = getattr(st.spout, "replay_key", None)
+                        self.attempts.pop(_msg_key(task, replay_key(m) if replay_key else m), None)
                     self._spout_ack(st, m)
             else:
                 stats.failed += len(items)

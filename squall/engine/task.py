@@ -264,7 +264,14 @@ class BoltTask(_TaskBase):
 
     def snapshot(self, dumps: Any) -> bytes:
         """The task's carried state: the bolt instance, whether it is prepared, routing counters."""
-        return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors))
+        try:
+            return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors))
+        except Exception as e:
+            raise TypeError(
+                f"bolt {self.component!r} (task {self.task_id}) cannot be carried to the next wave: {e}. The Spark "
+                "engine keeps each bolt instance between waves by pickling it: keep connections, locks and files "
+                "out of its attributes (open them on first use and leave them out in __getstate__)"
+            ) from e
 
     @classmethod
     def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,

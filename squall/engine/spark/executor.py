@@ -12,6 +12,7 @@ and folded again there; only those rows, failures and small reports reach the dr
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -154,8 +155,13 @@ class SparkExecutor:
 
 
 def _short_error(e: BaseException) -> str:
-    """The useful line of a Py4J error: Spark's reason for aborting the job."""
+    """The useful line of a Py4J error: the Python exception if there is one, else Spark's reason."""
     text = str(e)
+    py = [ln.strip() for ln in text.splitlines()
+          if re.match(r"^\s*[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:", ln) and "org.apache" not in ln
+          and "py4j" not in ln]
+    if py:
+        return py[-1][:500]
     for line in text.splitlines():
         if "most recent failure" in line:
             reason = line.split("): ", 1)[-1] if "): " in line else line

@@ -1,0 +1,334 @@
+"""The bolts a Trident topology compiles to.
+
+A `ProcessorBolt` runs a segment: an optional batch-level head (an aggregation or a state
+query, which needs every tuple of the batch in this partition), then streaming operations
+(each, filter, project) fused in one task, then an optional partial combine (a combiner
+aggregator's per-partition pre-aggregation before the shuffle). A `StateBolt` keeps the
+pending updates of each batch and applies them when the coordinator's commit tuple for that
+txid arrives, between `begin_commit(txid)` and `commit(txid)`.
+
+Every tuple of a batch is in one tuple tree. A batch-level step holds one tuple of each batch
+it saw (acking the others) and emits its results anchored to it, so the batch's tree stays
+open until the results are processed downstream.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall.api.components import Bolt
+from squall.trident.coordinator import COMMIT_STREAM
+from squall.trident.operations import (
+    BaseAggregator,
+    CombinerAggregator,
+    ReducerAggregator,
+    TridentCollector,
+    TridentTuple,
+)
+
+
+@dataclass
+class OpSpec:
+    kind: str  # "each" | "filter" | "project"
+    idx: tuple[int, ...]  # input positions (in the full tuple, "$batch" at 0)
+    names: tuple[str, ...]  # their field names, for the TridentTuple the function sees
+    op: Any = None
+
+
+@dataclass
+class HeadSpec:
+    kind: str  # "aggregate" | "state_query"
+    group_idx: tuple[int, ...]
+    idx: tuple[int, ...]
+    names: tuple[str, ...]
+    op: Any
+    from_partials: bool = False  # input rows are [batch, *group, partial] from a partial combine
+    factory: Any = None
+
+
+@dataclass
+class TailSpec:
+    """Per-partition pre-aggregation of a combiner aggregator, per batch and group key."""
+
+    group_idx: tuple[int, ...]
+    idx: tuple[int, ...]
+    names: tuple[str, ...]
+    agg: CombinerAggregator
+
+
+@dataclass
+class Segment:
+    head: HeadSpec | None = None
+    ops: list[OpSpec] = field(default_factory=list)
+    tail: TailSpec | None = None
+    out_fields: tuple[str, ...] = ()
+
+
+def _tt(row: list, spec: Any) -> TridentTuple:
+    return TridentTuple([row[i] for i in spec.idx], spec.names)
+
+
+def run_ops(ops: list[OpSpec], rows: list[list]) -> list[list]:
+    for op in ops:
+        if op.kind == "each":
+            out = []
+            for r in rows:
+                c = TridentCollector()
+                op.op.execute(_tt(r, op), c)
+                out.extend(r + e for e in c.out)
+            rows = out
+        elif op.kind == "filter":
+            rows = [r for r in rows if op.op.is_keep(_tt(r, op))]
+        else:
+            rows = [[r[i] for i in op.idx] for r in rows]
+        if not rows:
+            break
+    return rows
+
+
+def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list]) -> list[list]:
+    """One batch's aggregation in this partition: [batch, *group, *result] rows."""
+    groups: dict[tuple, list[list]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[i] for i in head.group_idx), []).append(r)
+    out = []
+    agg = head.op
+    for key, members in groups.items():
+        if isinstance(agg, CombinerAggregator):
+            if head.from_partials:
+                vals = [r[-1] for r in members]
+            else:
+                vals = [agg.init(_tt(r, head)) for r in members]
+            out.append([batch, *key, functools.reduce(agg.combine, vals, agg.zero())])
+        elif isinstance(agg, ReducerAggregator):
+            acc = agg.init()
+            for r in members:
+                acc = agg.reduce(acc, _tt(r, head))
+            out.append([batch, *key, acc])
+        else:
+            c = TridentCollector()
+            st = agg.init(batch, c)
+            for r in members:
+                ret = agg.aggregate(st, _tt(r, head), c)
+                if ret is not None:
+                    st = ret
+            agg.complete(st, c)
+            out.extend([batch, *key, *e] for e in c.out)
+    return out
+
+
+def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> None:
+    for o in objs:
+        prep = getattr(o, "prepare", None)
+        if prep is not None:
+            prep(conf, context)
+
+
+class ProcessorBolt(Bolt):
+    def __init__(self, segment: Segment):
+        self.segment = segment
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(list(self.segment.out_fields))
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.c = collector
+        seg = self.segment
+        _prepare_ops([o.op for o in seg.ops] + ([seg.head.op] if seg.head else []), conf, context)
+        self._where = (dict(conf), context.this_task_index, len(context.component_tasks(context.this_component_id)))
+        self.state = None  # made on first use: a state holds a connection, never carried between waves
+        self.held: dict[Any, Any] = {}  # batch -> the tuple that keeps its tree open
+        self.rows: dict[Any, list[list]] = {}  # batch -> head input rows
+        self.partials: dict[Any, dict[tuple, Any]] = {}  # batch -> group -> partial value
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "state": None}
+
+    def _hold(self, t: Any, batch: Any) -> None:
+        if batch in self.held:
+            self.c.ack(t)
+        else:
+            self.held[batch] = t
+
+    def execute(self, t: Any) -> None:
+        values = t.values
+        batch = values[0]
+        seg = self.segment
+        if seg.head is not None:
+            self.rows.setdefault(batch, []).append(values)
+            self._hold(t, batch)
+            return
+        rows = run_ops(seg.ops, [values])
+        if seg.tail is not None:
+            self._combine(batch, rows)
+            self._hold(t, batch)
+            return
+        for r in rows:
+            self.c.emit(r, anchors=t)
+        self.c.ack(t)
+
+    def _combine(self, batch: Any, rows: list[list]) -> None:
+        tail = self.segment.tail
+        part = self.partials.setdefault(batch, {})
+        agg = tail.agg
+        for r in rows:
+            key = tuple(r[i] for i in tail.group_idx)
+            v = agg.init(_tt(r, tail))
+            part[key] = agg.combine(part[key], v) if key in part else v
+
+    def finish_wave(self) -> None:
+        seg = self.segment
+        failed = set()
+        for batch, rows in self.rows.items():
+            try:
+                out = self._head(batch, rows)
+                out = run_ops(seg.ops, out)
+                if seg.tail is not None:
+                    self._combine(batch, out)
+                else:
+                    held = self.held[batch]
+                    for r in out:
+                        self.c.emit(r, anchors=held)
+            except Exception as e:  # noqa: BLE001 - the batch fails (and is replayed); others go on
+                self.c.report_error(e)
+                self.c.fail(self.held[batch])
+                failed.add(batch)
+        self.rows = {}
+        for batch, part in self.partials.items():
+            if batch in failed:
+                continue
+            held = self.held[batch]
+            for key, v in part.items():
+                self.c.emit([batch, *key, v], anchors=held)
+        self.partials = {}
+        for batch, t in self.held.items():
+            if batch not in failed:
+                self.c.ack(t)
+        self.held = {}
+
+    def _head(self, batch: Any, rows: list[list]) -> list[list]:
+        head = self.segment.head
+        if head.kind == "aggregate":
+            return aggregate_rows(head, batch, rows)
+        tts = [_tt(r, head) for r in rows]
+        if self.state is None:
+            self.state = head.factory.make_state(*self._where)
+        results = head.op.batch_retrieve(self.state, tts)
+        out = []
+        for r, tt, res in zip(rows, tts, results):
+            c = TridentCollector()
+            head.op.execute(tt, res, c)
+            out.extend(r + e for e in c.out)
+        return out
+
+
+@dataclass
+class StateSpec:
+    factory: Any
+    mode: str  # "combine" (partials or raw via init) | "reduce" | "update"
+    key_idx: tuple[int, ...]
+    idx: tuple[int, ...]
+    names: tuple[str, ...]
+    op: Any
+    from_partials: bool = False
+
+
+class StateBolt(Bolt):
+    """Pending updates per batch; applied at the batch's commit, in txid order."""
+
+    def __init__(self, spec: StateSpec):
+        self.spec = spec
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def check_engine(self, engine: str) -> None:
+        from squall.trident.state.memory import MemoryStateFactory  # noqa: PLC0415
+
+        if engine == "spark" and isinstance(self.spec.factory, MemoryStateFactory):
+            raise ValueError(
+                "MemoryMapState keeps its data in the process that runs the state task; on the Spark engine "
+                "that is an executor's Python worker, so nothing could read it back. Use "
+                "SQLiteMapState.factory(path, kind), PostgresMapState or RedisMapState, or engine='local'."
+            )
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.c = collector
+        _prepare_ops([self.spec.op], conf, context)
+        n = len(context.component_tasks(context.this_component_id))
+        self._where = (dict(conf), context.this_task_index, n)
+        self.state = None  # made on first use: a state holds a connection, never carried between waves
+        self.pending: dict[Any, dict[tuple, Any]] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "state": None}
+
+    def execute(self, t: Any) -> None:
+        if t.source_stream == COMMIT_STREAM:
+            self._commit(t[0])
+            self.c.ack(t)
+            return
+        values = t.values
+        spec = self.spec
+        pend = self.pending.setdefault(values[0], {})
+        if spec.mode == "update":
+            pend.setdefault((), []).append(_tt(values, spec))
+        else:
+            key = tuple(values[i] for i in spec.key_idx)
+            if spec.mode == "combine":
+                agg: CombinerAggregator = spec.op
+                v = values[-1] if spec.from_partials else agg.init(_tt(values, spec))
+                pend[key] = agg.combine(pend[key], v) if key in pend else v
+            else:
+                pend.setdefault(key, []).append(_tt(values, spec))
+        self.c.ack(t)
+
+    def _commit(self, batch: Any) -> None:
+        """Apply this batch's updates. Raising fails the commit tuple: the coordinator retries."""
+        txid = batch[0]
+        pend = self.pending.get(tuple(batch), {})
+        spec = self.spec
+        if self.state is None:
+            self.state = spec.factory.make_state(*self._where)
+        state = self.state
+        state.begin_commit(txid)
+        try:
+            if spec.mode == "update":
+                spec.op.update_state(state, pend.get((), []), TridentCollector())
+            elif pend:
+                keys = [list(k) for k in pend]
+                if spec.mode == "combine":
+                    agg = spec.op
+                    ups = [functools.partial(_combine_into, agg, v) for v in pend.values()]
+                else:
+                    ups = [functools.partial(_reduce_into, spec.op, ts) for ts in pend.values()]
+                state.multi_update(keys, ups)
+            state.commit(txid)
+        except BaseException:
+            abort = getattr(state, "abort", None)
+            if abort is not None:
+                abort()
+            raise
+        for b in [b for b in self.pending if b[0] <= txid]:
+            del self.pending[b]
+
+    def cleanup(self) -> None:
+        close = getattr(self.state, "close", None) if self.state is not None else None
+        if close is not None:
+            close()
+
+
+def _combine_into(agg: CombinerAggregator, partial: Any, old: Any) -> Any:
+    return agg.combine(agg.zero() if old is None else old, partial)
+
+
+def _reduce_into(agg: ReducerAggregator, tuples: list[TridentTuple], old: Any) -> Any:
+    acc = agg.init() if old is None else old
+    for t in tuples:
+        acc = agg.reduce(acc, t)
+    return acc
+
+
+__all__ = ["BaseAggregator", "HeadSpec", "OpSpec", "ProcessorBolt", "Segment", "StateBolt", "StateSpec", "TailSpec"]
