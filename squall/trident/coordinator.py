@@ -86,6 +86,7 @@ class TridentSpoutExecutor(Spout):
                      list(self.replay))
         self.spout.open(conf, context)
         self.batches_committed = 0
+        self.exhausted = False  # the spout had no new batch the last time it was asked
 
     def close(self) -> None:
         self.spout.close()
@@ -122,6 +123,14 @@ class TridentSpoutExecutor(Spout):
             if self._emit(b):
                 self.batches[b.txid] = b
                 self.next_txid += 1
+                self.exhausted = False
+            else:
+                self.exhausted = True
+
+    @property
+    def idle(self) -> bool:
+        """Everything the spout had is committed, and it has nothing new."""
+        return self.exhausted and not self.batches
 
     def _emit(self, b: _Batch) -> bool:
         """Emit batch b (first time or replay); False when the spout has no new batch."""
