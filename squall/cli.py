@@ -2,7 +2,8 @@
 
     squall run PATH [--engine local|spark] [--seconds N] [--name NAME] [--spark MASTER]
 
-`PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict).
+`PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict;
+`done(cluster, name)`, to stop once it returns True; `report()`, printed at the end).
 The topology runs on a LocalCluster in real time with a live progress line, for `--seconds`
 (0: until Ctrl-C), then it is killed and a per-component summary is printed.
 """
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--name", default=None, help="topology name (default: the file's name)")
     run.add_argument("--spark", metavar="MASTER", default=None,
                      help='Spark master URL for --engine spark (default "local[*]")')
+    run.add_argument("--spark-ui", action="store_true", help="enable the Spark web UI (its address is printed)")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="log every error as it happens (by default errors are counted live and the last few "
                           "are shown at the end)")
@@ -126,6 +128,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     name = args.name or Path(args.path).stem
     topology = module.build_topology()
     conf = dict(getattr(module, "CONF", None) or {})
+    if args.spark_ui:
+        conf["squall.spark.ui"] = True
+    done = getattr(module, "done", None)  # optional: stop early once it returns True
     if args.spark is not None and args.engine != "spark":
         console.print(f"[yellow]note:[/] --spark {escape(args.spark)} is ignored with --engine {args.engine}")
     if args.engine == "spark":
@@ -163,6 +168,10 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
                         crash = _crash_of(cluster, name)
                         if crash is not None:
                             break
+                        if done is not None and done(cluster, name):
+                            display.refresh(final=True)
+                            console.print("the topology finished its input")
+                            break
                 except KeyboardInterrupt:
                     code = EXIT_OK if args.seconds == 0 else EXIT_INTERRUPTED
                     display.refresh(final=True)
@@ -175,6 +184,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INTERRUPTED
 
     console.print(summary_table(name, coord.stats_dict(), elapsed))
+    report = getattr(module, "report", None)  # optional: what the topology computed
+    if report is not None:
+        console.print(report())
     errors = list(coord.errors)
     if coord.error_count:
         console.print(f"[bold red]{coord.error_count} error(s)[/]; the last {min(len(errors), ERRORS_SHOWN)}:")

@@ -103,7 +103,7 @@ class LocalCluster:
         for spec in topology.specs.values():  # components that cannot run on this engine say so now
             check = getattr(spec.obj, "check_engine", None)
             if check is not None:
-                check(self.engine)
+                check(self.engine, conf)
         executor = make_executor(self.engine, topology, conf, self.spark, self.capture)
         coord = Coordinator(name, topology, conf, executor, self.clock, capture=self.capture)
         coord.start()

@@ -244,14 +244,16 @@ class StateBolt(Bolt):
     def declare_output_fields(self, declarer: Any) -> None:
         pass
 
-    def check_engine(self, engine: str) -> None:
+    def check_engine(self, engine: str, conf: dict) -> None:
         from squall.trident.state.memory import MemoryStateFactory  # noqa: PLC0415
 
-        if engine == "spark" and isinstance(self.spec.factory, MemoryStateFactory):
+        if engine == "spark" and isinstance(self.spec.factory, MemoryStateFactory) \
+                and not conf.get("squall.trident.memory.on.spark"):
             raise ValueError(
                 "MemoryMapState keeps its data in the process that runs the state task; on the Spark engine "
                 "that is an executor's Python worker, so nothing could read it back. Use "
-                "SQLiteMapState.factory(path, kind), PostgresMapState or RedisMapState, or engine='local'."
+                "SQLiteMapState.factory(path, kind), PostgresMapState or RedisMapState, or engine='local' (a "
+                "benchmark that never reads the state back may set squall.trident.memory.on.spark: True)."
             )
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
