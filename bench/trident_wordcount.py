@@ -2,7 +2,8 @@
 and PostgreSQL state, for transactional and opaque state, and the cost of exactly-once as the
 ratio against the same topology with non-transactional state. Prints ONE JSON line.
 
-    .venv/bin/python bench/trident_wordcount.py [--seconds 10] [--engine spark|local] [--backends memory,sqlite,postgres]
+    .venv/bin/python bench/trident_wordcount.py [--seconds 10] [--engine spark|local]
+        [--backends memory,sqlite,postgres]
 """
 
 from __future__ import annotations

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from squall import BasicBolt, Bolt, Config, FailedException, LocalCluster, ReportedFailedException, Spout, TopologyBuilder
+from squall import (
+    BasicBolt,
+    Bolt,
+    Config,
+    FailedException,
+    LocalCluster,
+    ReportedFailedException,
+    Spout,
+    TopologyBuilder,
+)
 from squall.testing import AckFailMapTracker, FeederSpout, complete_topology
 from tests.components import AckBolt, IdentityBolt
 

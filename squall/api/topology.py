@@ -229,7 +229,10 @@ class StormTopology:
                 )
             visiting.add(cid)
             spec = self.specs[cid]
-            lv = 0 if spec.is_spout else 1 + max(level(sub.source, path + [cid]) for sub in spec.inputs) if spec.inputs else 1
+            if spec.is_spout:
+                lv = 0
+            else:
+                lv = 1 + max((level(sub.source, path + [cid]) for sub in spec.inputs), default=0)
             visiting.discard(cid)
             levels[cid] = lv
             return lv

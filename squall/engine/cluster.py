@@ -97,7 +97,8 @@ class LocalCluster:
         if not isinstance(topology, StormTopology):
             build = getattr(topology, "build", None)
             if build is None:
-                raise TypeError(f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
+                raise TypeError(
+                    f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
             topology = build()
         conf = dict(conf or {})
         for spec in topology.specs.values():  # components that cannot run on this engine say so now

@@ -56,7 +56,8 @@ class ShuffleCounter:
         return [self.tasks[i]]
 
 
-def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequence[str], producer_index: int) -> Route | None:
+def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequence[str],
+               producer_index: int) -> Route | None:
     """The route of one subscription; None for direct grouping (the emitter names the task)."""
     kind = grouping.kind
     n = len(target_tasks)
@@ -97,7 +98,8 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
     raise ValueError(f"unknown grouping {kind!r}")
 
 
-def stream_routes(topology: StormTopology, component: str, stream: str, producer_index: int) -> list[tuple[str, Route | None]]:
+def stream_routes(topology: StormTopology, component: str, stream: str,
+                  producer_index: int) -> list[tuple[str, Route | None]]:
     """(subscriber id, route) for every subscriber of one output stream of a component."""
     fields = topology.fields(component, stream)
     return [

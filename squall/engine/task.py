@@ -138,7 +138,8 @@ def index_emits(B: TupleBatch | None, emits: list[tuple]) -> EmitIndex:
                      np.asarray(pair_row, _I64), foreign, multi, rows_a, ords)
 
 
-def root_index_of(root_of_emit: np.ndarray, child_emit: np.ndarray, tracked: list[int], shared: list[int]) -> np.ndarray:
+def root_index_of(root_of_emit: np.ndarray, child_emit: np.ndarray, tracked: list[int],
+                  shared: list[int]) -> np.ndarray:
     """For each tracked child: the index of the emit that owns its root (itself, or the first
     emit of its SharedRoot), so a shared root's init value is the XOR of all its edges."""
     if not shared:
@@ -431,7 +432,8 @@ class BoltTask(_TaskBase):
                 if t._done == 0:
                     i = t._i
                     t._out ^= int(out_ack[i])
-                    roots, vals = anchors.root[anchors.off[i]:anchors.off[i + 1]], anchors.val[anchors.off[i]:anchors.off[i + 1]]
+                    lo, hi = anchors.off[i], anchors.off[i + 1]
+                    roots, vals = anchors.root[lo:hi], anchors.val[lo:hi]
                     t._b = single_row(B.component, B.stream, B.fields, B.source_task, t.values, roots, vals)
                     t._i = 0
 

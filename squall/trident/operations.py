@@ -3,7 +3,8 @@ they receive. Names and contracts follow Storm's Trident API."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from squall.engine.batch import field_index_of
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
