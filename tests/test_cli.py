@@ -91,21 +91,25 @@ class _FakeCluster:
         return self.coord
 
 
-def test_progress_line_reads_cluster_and_measures_the_last_interval():
+def test_progress_line_measures_a_sliding_window():
     now = [100.0]
     cluster = _FakeCluster()
-    progress = ProgressLine(cluster, "wc", clock=lambda: now[0])
+    progress = ProgressLine(cluster, "wc", clock=lambda: now[0], window=5.0)
     progress.update()
     cluster.executed, cluster.coord.waves_done, cluster.coord.pending_count = 5000, 3, 42
     now[0] = 101.0
     progress.update()
     assert progress.tuples_per_sec == pytest.approx(5000)
-    now[0] = 101.1  # too soon after the last interval: the rate stays
+    now[0] = 102.0  # a long wave: nothing new for a second, the rate is still over the window
     progress.update()
-    assert progress.tuples_per_sec == pytest.approx(5000)
+    assert progress.tuples_per_sec == pytest.approx(2500)
     line = progress.line()
-    assert "waves 3" in line and "pending 42" in line and "tuples/s 5k" in line and "1.1s" in line
-    assert progress.render().plain == format_line(progress.last, 5000, progress.last.t - 100.0)
+    assert "waves 3" in line and "pending 42" in line and "tuples/s 2.5k" in line and "2.0s" in line
+    assert progress.render().plain == format_line(progress.last, 2500, progress.last.t - 100.0)
+    for t in range(103, 110):  # samples older than the window are dropped
+        now[0] = float(t)
+        progress.update()
+    assert progress.tuples_per_sec == pytest.approx(0)
 
 
 # -- the example's spout replays failures, a bounded number of times ------------------------------

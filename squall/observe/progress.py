@@ -7,6 +7,7 @@ fake stats; `ProgressLine` reads a running topology's stats and coordinator and 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,38 +113,22 @@ def style_line(line: str, s: Sample) -> Text:
 
 class ProgressLine:
     """Reads `cluster.get_topology_stats(name)` and `cluster.coordinator(name)`; each `update()`
-    takes a sample, and tuples/s is measured over the last interval of at least `min_interval`
-    seconds (so a refresh right after another does not show a rate of 0)."""
+    takes a sample. tuples/s is measured over a sliding window of `window` seconds, so waves
+    that last longer than a refresh (large Spark waves) still show their real rate."""
 
     def __init__(self, cluster: Any, name: str, clock: Callable[[], float] = time.monotonic,
-                 min_interval: float = 0.2, lock_wait: float = 0.05):
+                 window: float = 5.0):
         self.cluster = cluster
         self.name = name
         self.clock = clock
-        self.min_interval = min_interval
-        self.lock_wait = lock_wait
+        self.window = window
         self.start = clock()
-        self.base: Sample | None = None  # where the current rate interval starts
+        self.samples: deque[Sample] = deque()
         self.last: Sample | None = None
         self.tuples_per_sec = 0.0
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """`get_topology_stats`, without stalling the display.
-
-        The coordinator holds its lock for a whole wave and takes it again at once for the next
-        one, so `get_topology_stats` can wait for seconds. Wait briefly for the lock; failing
-        that, read the counters unlocked (they may be mid-wave: fine for a progress line).
-        """
-        coord = self.cluster.coordinator(self.name)
-        lock = getattr(coord, "lock", None)
-        if lock is None:
-            return self.cluster.get_topology_stats(self.name)
-        if lock.acquire(timeout=self.lock_wait):
-            try:
-                return self.cluster.get_topology_stats(self.name)
-            finally:
-                lock.release()
-        return {c: s.as_dict() for c, s in list(coord.stats.items())}
+        return self.cluster.get_topology_stats(self.name)
 
     def sample(self) -> Sample:
         stats = self.stats()
@@ -152,11 +137,11 @@ class ProgressLine:
 
     def update(self) -> Sample:
         cur = self.sample()
-        if self.base is None:
-            self.base = cur
-        elif cur.t - self.base.t >= self.min_interval:
-            self.tuples_per_sec = rate(self.base, cur)
-            self.base = cur
+        self.samples.append(cur)
+        while len(self.samples) > 2 and cur.t - self.samples[1].t >= self.window:
+            self.samples.popleft()
+        if len(self.samples) > 1:
+            self.tuples_per_sec = rate(self.samples[0], cur)
         self.last = cur
         return cur
 
