@@ -1,8 +1,8 @@
 """The Spark engine's driver side: builds and runs one Spark job per wave.
 
 Partition p of every stage is bolt task p (tasks of all bolts, in topological order). Stage 1
-zips the previous wave's cached output (which holds each task's carried instance) with this
-wave's spout output, partition by partition, and runs the level-1 bolts; each further level is
+runs over the previous wave's cached output (which holds each task's carried instance), with
+this wave's spout output in its closure, and runs the level-1 bolts; each further level is
 one shuffle (records keyed by destination partition) and runs that level's bolts, passing the
 rest through. The last level's output is persisted: it carries the task instances to the next
 wave. Its ack messages, folded per root in every partition, are shuffled by `root % ackers`
@@ -12,6 +12,7 @@ and folded again there; only those rows, failures and small reports reach the dr
 from __future__ import annotations
 
 import logging
+import pickle
 import re
 import uuid
 from typing import Any
@@ -81,21 +82,16 @@ class SparkExecutor:
         P = self.partitions
         if P == 0:
             return WaveOutput()
-        spout_in: list[list] = [[] for _ in range(P)]
         by_part: dict[int, list[TupleBatch]] = {}
         for target, batch in spout_outputs:
             by_part.setdefault(self.layout.part_of_task[target], []).append(batch)
-        for p, batches in by_part.items():
-            spout_in[p].append(("in", batches))
+        spout_in = {p: pickle.dumps(batches, protocol=pickle.HIGHEST_PROTOCOL) for p, batches in by_part.items()}
         sc = self.sc
         sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
         prev = self._state
         if prev is None:
-            prev_states = sc.parallelize([[] for _ in range(P)], P)
-        else:
-            prev_states = prev.mapPartitions(worker.states_only)
-        rdd = prev_states.zip(sc.parallelize(spout_in, P)).mapPartitionsWithIndex(
-            worker.run_level(self.uid, self._blob, wave, 1))
+            prev = self._empty = getattr(self, "_empty", None) or sc.parallelize([], P)
+        rdd = prev.mapPartitionsWithIndex(worker.run_level(self.uid, self._blob, wave, 1, spout_in))
         for level in range(2, self.layout.depth + 1):
             rdd = rdd.partitionBy(P, worker.identity).mapPartitionsWithIndex(
                 worker.run_level(self.uid, self._blob, wave, level))
@@ -109,9 +105,9 @@ class SparkExecutor:
         except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
             rdd.unpersist(blocking=False)
             raise WaveLost(_short_error(e)) from e
+        if self._state is not None:
+            self._state.unpersist(blocking=False)
         self._state = rdd
-        if prev is not None:
-            prev.unpersist(blocking=False)
         self.waves += 1
         return self._output(rows)
 

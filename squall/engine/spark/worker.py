@@ -72,10 +72,20 @@ def _task_for(uid: str, setup: tuple, p: int, state: tuple | None) -> BoltTask:
     return BoltTask.restore(topology, comp, idx, conf_c, state[2], cloudpickle.loads, capture)
 
 
-def run_level(uid: str, blob: Any, wave: int, level: int) -> Any:
-    """The function of stage `level` of a wave, over partitions (one per bolt task)."""
+def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None) -> Any:
+    """The function of stage `level` of a wave, over partitions (one per bolt task).
+
+    Stage 1 runs over the previous wave's cached output, and gets this wave's spout output in
+    its closure (Spark ships a stage's closure once per executor), pickled per partition so a
+    task unpickles only its own part."""
 
     def run(p: int, it: Iterable) -> Iterator[tuple[int, tuple]]:
+        if level == 1:
+            mine = spout_in.get(p) if spout_in else None
+            records = [r for _, r in it if r[0] == "state"]
+            if mine is not None:
+                records.append(("in", pickle.loads(mine)))
+            it = ((p, r) for r in records)
         return _run_partition(uid, _setup(uid, blob), wave, level, p, it)
 
     return run
@@ -85,13 +95,7 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int, it: It
     from pyspark import cloudpickle  # noqa: PLC0415
 
     layout: Layout = setup[2]
-    if level == 1:  # zipped: (the previous wave's records of this partition, this wave's spout input)
-        records: list[tuple] = []
-        for prev, spout_in in it:
-            records.extend(r for _, r in prev)
-            records.extend(spout_in)
-    else:
-        records = [r for _, r in it]
+    records = [r for _, r in it]
     state = None
     inputs: list = []
     roots: list[np.ndarray] = []
@@ -136,11 +140,6 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int, it: It
         yield p, ("ack", r, v)
     for rec in other:
         yield p, rec
-
-
-def states_only(it: Iterable[tuple[int, tuple]]) -> Iterator[list]:
-    """Exactly one element per partition (for zip): this partition's carried state records."""
-    yield [(d, r) for d, r in it if r[0] == "state"]
 
 
 def to_ackers(ackers: int) -> Any:
