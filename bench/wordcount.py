@@ -1,50 +1,101 @@
-"""Word-count throughput, with and without acking. Prints one JSON line.
+"""Word-count throughput, with and without acking, and (on Spark) against Bytewax and plain PySpark.
+Prints ONE JSON line on stdout; progress and diagnostics go to stderr.
 
 Runs examples/wordcount.py's topology (unbounded spout) on a LocalCluster in real time, first
-with one acker, then with none (topology.acker.executors = 0). After a warm-up, bolt-tuples/s
-is the sum over bolts of the `executed` delta across the measured window divided by its length
-(a sentence and each of its words count as one bolt-tuple each).
+with one acker, then with none (topology.acker.executors = 0). bolt-tuples/s is the sum over bolts
+of `executed` (a sentence and each of its words count as one bolt-tuple each) between the first
+and the last wave end of the measured window (whole waves only; the window runs on until those
+two wave ends are `--seconds` apart), divided by the time between them. Complete latency p50/p99
+are the spout's, over the measured window only (the warm-up's slow first waves are left out).
 
-    .venv/bin/python bench/wordcount.py [--engine local|spark] [--seconds 10] [--parallelism 2] [--profile]
+With `--engine spark` (squall's session: `local[2]` unless `--spark MASTER`), the same run also
+measures, each over >= `--seconds`:
+  - Bytewax (the `bench` extra, `pip install "bytewax==0.21.*"`; null when not installed): the
+    same word count (flat_map split, key_on word, stateful_map count) on one worker with
+    `run_main` and a `TestingSource`;
+  - plain PySpark, no reliability, on the same session: RDD flatMap + reduceByKey and DataFrame
+    split/explode/groupBy; the faster is reported;
+  both over the same sentences: the first N of the spout's own generator (same seed), N = the
+  sentences squall's acking case emitted in its measured window (`--sentences` overrides). A pass
+  over the N sentences is repeated (after one warm-up pass) until `--seconds` are measured;
+  - wave overhead: the median time of `SparkExecutor.run_wave` for a wave of one sentence and for
+    a wave with no input at all, and of `Coordinator.run_wave` when the spout emits nothing.
+
+    .venv/bin/python bench/wordcount.py [--engine local|spark] [--seconds 10] [--parallelism 2]
+                                        [--profile] [--profile-spark]
 
 `--profile` runs the acking case under cProfile (in the thread that drives the waves) and prints
-the top 25 functions by tottime to stderr; the JSON line stays alone on stdout.
+the top 25 functions by tottime to stderr. `--profile-spark` reports, for the acking case on
+Spark, where wave time goes (driver-side spout, Spark job, ledger/acks; stages and tasks per wave
+and their executor time from Spark's status store) in the JSON line and as a table on stderr.
+
+The machine's other load makes every number noisy: compare runs made back to back.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.util
 import io
 import json
+import os
 import pstats
+import random
+import statistics
 import sys
 import threading
 import time
+from collections import Counter
+from operator import add
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from squall import Config, LocalCluster
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wordcount.py"
-GOAL_BOLT_TUPLES_PER_SEC = 500_000
+from squall import Config, LocalCluster  # noqa: E402
+from squall.observe.stats import LatencyWindow  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "wordcount.py"
+SPOUT = "sentences"
+GOAL_BOLT_TUPLES_PER_SEC = {"local": 500_000, "spark": 1_000_000}
 GOAL_ACKING_COST_RATIO_MAX = 1.10
-WARMUP_SECS = 2.0
+GOAL_P99_MS_MAX = 1000
+GOAL_SQUALL_OVER_BYTEWAX_MIN = 1.0
+GOAL_PLAIN_OVER_SQUALL_MAX = 1.5
+GOAL_EMPTY_WAVE_MS_MAX = 300
+WARMUP_SECS = {"local": 2.0, "spark": 5.0}
+WARMUP_MIN_WAVES = 3
+SPARK_MASTER = "local[2]"
 PROFILE_TOP = 25
+OVERHEAD_WARMUP_WAVES = 3
+OVERHEAD_WAVES = 15
+MAX_COMPARE_SENTENCES = 3_000_000
+
+
+def say(*a: Any) -> None:
+    print(*a, file=sys.stderr, flush=True)
 
 
 def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("squall_example_wordcount", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    """examples/wordcount.py as `squall run` loads it: Spark's Python workers cannot import it by
+    name, so its code is pickled by value."""
+    from squall.cli import load_topology_module  # noqa: PLC0415
+
+    module = load_topology_module(str(EXAMPLE))
+    try:
+        from pyspark import cloudpickle  # noqa: PLC0415
+
+        cloudpickle.register_pickle_by_value(module)
+    except (ImportError, ValueError):
+        pass
     return module
 
 
-def bolt_executed(stats: dict[str, dict[str, Any]]) -> int:
-    return sum(int(s.get("executed") or 0) for s in stats.values() if s.get("kind") == "bolt")
+def bolt_executed(stats: dict[str, Any]) -> int:
+    return sum(int(s.executed) for s in stats.values() if s.kind == "bolt")
 
 
 class ThreadProfiler:
@@ -75,90 +126,610 @@ class ThreadProfiler:
         return buf.getvalue()
 
 
-def run_case(example: ModuleType, engine: str, spark: str | None, parallelism: int, ackers: int,
-             seconds: float, warmup: float, profiler: ThreadProfiler | None = None) -> dict[str, Any]:
+# -- timing by wrapping methods (bench process only; squall itself is untouched) -------------------
+
+
+class Timers:
+    """Total seconds and calls per name, for methods wrapped on one object."""
+
+    def __init__(self) -> None:
+        self.secs: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.restore: Any = None  # RDD.collect as it was
+
+    def wrap(self, obj: Any, attr: str, name: str) -> None:
+        orig = getattr(obj, attr)
+        secs, calls = self.secs, self.calls
+        secs.setdefault(name, 0.0)
+        calls.setdefault(name, 0)
+        perf = time.perf_counter
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t = perf()
+            try:
+                return orig(*a, **k)
+            finally:
+                secs[name] += perf() - t
+                calls[name] += 1
+
+        setattr(obj, attr, timed)
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, int]]:
+        return dict(self.secs), dict(self.calls)
+
+
+class WaveLog:
+    """Cumulative counters at the end of every wave (run_wave wrapped on the coordinator), with a
+    snapshot of the timers when profiling: a window over whole waves."""
+
+    def __init__(self, coord: Any, timers: Timers | None = None) -> None:
+        # (perf_counter, epoch secs, waves, bolt executed, emitted, acked, timers snapshot)
+        self.rows: list[tuple] = []
+        orig = coord.run_wave
+
+        def run_wave() -> Any:
+            res = orig()
+            st = coord.stats
+            self.rows.append((time.perf_counter(), time.time(), coord.waves_done, bolt_executed(st),
+                              st[SPOUT].emitted, st[SPOUT].acked, timers.snapshot() if timers else None))
+            return res
+
+        coord.run_wave = run_wave
+
+    def window(self, t0: float, t1: float) -> tuple | None:
+        inside = [r for r in list(self.rows) if t0 <= r[0] <= t1]
+        if len(inside) < 2:
+            return None
+        return inside[0], inside[-1]
+
+
+# -- squall -----------------------------------------------------------------------------------------
+
+
+def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ackers: int, seconds: float,
+             warmup: float, max_pending: int | None, wave_tuples: int | None,
+             profiler: ThreadProfiler | None = None, profile_spark: bool = False) -> dict[str, Any]:
     conf = Config(example.CONF)
     conf[Config.TOPOLOGY_ACKER_EXECUTORS] = ackers
+    if max_pending is not None:
+        conf[Config.TOPOLOGY_MAX_SPOUT_PENDING] = max_pending
+    if wave_tuples is not None:
+        conf[Config.SQUALL_WAVE_MAX_TUPLES] = wave_tuples
     topology = example.build_topology(parallelism=parallelism)  # limit None: the spout never stops
     name = f"wordcount-bench-{ackers}"
+    say(f"bench: squall on {engine}, {ackers} acker(s): {warmup:.0f}s warm-up + {seconds:.0f}s ...")
+    prof_spark = None
     with LocalCluster(engine=engine, spark=spark) as cluster:
         if profiler is not None:
             with profiler:
                 cluster.submit_topology(name, conf, topology)
         else:
             cluster.submit_topology(name, conf, topology)
+        coord = cluster.coordinator(name)
+        # Wrapped from the next wave on (the wave thread looks the methods up on the instances).
+        timers = install_spark_timers(coord) if profile_spark and engine == "spark" else None
+        waves = WaveLog(coord, timers)
         time.sleep(warmup)
-        # get_topology_stats waits for the end of the running wave: take each time after it.
-        s0 = cluster.get_topology_stats(name)
+        deadline = time.monotonic() + 120
+        while coord.waves_done < WARMUP_MIN_WAVES and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # The latency window from now on only (the slow first waves of the warm-up left out).
+        coord.stats[SPOUT].complete = LatencyWindow(1 << 22)
         t0 = time.perf_counter()
-        w0 = cluster.coordinator(name).waves_done
         time.sleep(seconds)
-        s1 = cluster.get_topology_stats(name)
+        # Rates are over whole waves: go on until the wave ends inside the window span `seconds`.
+        deadline = time.perf_counter() + 2 * seconds + 60
+        while time.perf_counter() < deadline:
+            ends = [r[0] for r in list(waves.rows) if r[0] >= t0]
+            if len(ends) >= 2 and ends[-1] - ends[0] >= seconds:
+                break
+            time.sleep(0.05)
         t1 = time.perf_counter()
-        w1 = cluster.coordinator(name).waves_done
-        errors = cluster.coordinator(name).error_count
+        st = cluster.get_topology_stats(name)[SPOUT]
+        errors = coord.error_count
+        failed = st["failed"]
         cluster.kill_topology(name)
     if profiler is not None:
         profiler.profile.disable()
-    dt = t1 - t0
-    spout = s1["sentences"]
-    return {
-        "bolt_tuples_per_sec": (bolt_executed(s1) - bolt_executed(s0)) / dt,
-        "sentences_per_sec": (spout["emitted"] - s0["sentences"]["emitted"]) / dt,
-        "acked_per_sec": (spout["acked"] - s0["sentences"]["acked"]) / dt,
-        "failed": spout["failed"],
-        "waves_per_sec": (w1 - w0) / dt,
-        "p50": spout.get("complete_latency_p50_ms"),
-        "p99": spout.get("complete_latency_p99_ms"),
+    win = waves.window(t0, t1)
+    if win is None:
+        say(f"bench: fewer than 2 waves ended in the {seconds:.0f}s window; rates are 0")
+        first = last = (t0, time.time(), 0, 0, 0, 0, None)
+    else:
+        first, last = win
+    dt = max(last[0] - first[0], 1e-9)
+    nwaves = last[2] - first[2]
+    if timers is not None:
+        restore_collect(timers)
+        if nwaves:
+            prof_spark = spark_profile(coord, first, last)
+    out = {
+        "bolt_tuples_per_sec": (last[3] - first[3]) / dt if nwaves else 0.0,
+        "sentences_per_sec": (last[4] - first[4]) / dt if nwaves else 0.0,
+        "acked_per_sec": (last[5] - first[5]) / dt if nwaves else 0.0,
+        "sentences": last[4] - first[4],
+        "sentences_per_wave": (last[4] - first[4]) / nwaves if nwaves else 0.0,
+        "failed": failed,
+        "waves_per_sec": nwaves / dt if nwaves else 0.0,
+        "p50": st.get("complete_latency_p50_ms"),
+        "p99": st.get("complete_latency_p99_ms"),
         "errors": errors,
         "secs": dt,
+        "profile_spark": prof_spark,
     }
+    say(f"bench:   {out['bolt_tuples_per_sec']:,.0f} bolt-tuples/s, {out['waves_per_sec']:.2f} waves/s, "
+        f"{out['sentences_per_wave']:,.0f} sentences/wave, p50/p99 {_r(out['p50'])}/{_r(out['p99'])} ms")
+    return out
+
+
+# -- --profile-spark --------------------------------------------------------------------------------
+
+
+def install_spark_timers(coord: Any) -> Timers:
+    """Times the coordinator's and the Spark executor's steps (instance attributes, so from the
+    next wave on). `collect` is the job as the driver waits for it; `job_build` = spark_job -
+    collect - decode (building the RDDs: pickling the spout output, Py4J calls, persist/unpersist)."""
+    from pyspark import RDD  # noqa: PLC0415
+
+    t = Timers()
+    ex = coord.executor
+    t.wrap(coord, "run_wave", "wave")
+    t.wrap(coord, "_call_spout", "spout")
+    t.wrap(ex, "run_wave", "spark_job")
+    t.wrap(ex, "_output", "decode")
+    t.wrap(coord, "_apply", "apply")
+    t.wrap(coord.ledger, "apply", "ledger")
+    t.wrap(coord, "_finish", "finish")
+    t.wrap(coord, "_rotate_if_due", "rotate")
+    # RDD.collect is only called by the wave thread while a case runs; restored at the end.
+    t.restore = RDD.collect
+    t.wrap(RDD, "collect", "collect")
+    return t
+
+
+def restore_collect(timers: Timers) -> None:
+    from pyspark import RDD  # noqa: PLC0415
+
+    RDD.collect = timers.restore
+
+
+def _opt_ms(opt: Any) -> float | None:
+    """A Scala Option[java.util.Date] as epoch ms."""
+    try:
+        return float(opt.get().getTime()) if opt.isDefined() else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
+    """Per wave, over the whole waves of the window: the driver's steps (timers snapshotted at
+    the window's first and last wave ends) and the stages, tasks and executor time of the Spark
+    jobs submitted between those two wave ends (from Spark's status store)."""
+    waves = last[2] - first[2]
+    s0, c0 = first[6]
+    s1, c1 = last[6]
+    n = max(c1["wave"] - c0["wave"], 1)
+    per_wave = {k: 1000 * (s1[k] - s0[k]) / n for k in s1}
+    per_wave["job_build"] = per_wave["spark_job"] - per_wave["collect"] - per_wave["decode"]
+    per_wave["apply_other"] = per_wave["apply"] - per_wave["ledger"] - per_wave["finish"]
+    per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["spark_job"] - per_wave["apply"] - \
+        per_wave["rotate"]
+    bolt_exec = sum(s.exec_secs for s in coord.stats.values() if s.kind == "bolt")
+
+    ex = coord.executor
+    store = ex.sc._jsc.sc().statusStore()
+    lo, hi = 1000 * first[1], 1000 * last[1]
+    agg: Counter = Counter()
+    stages_per_job: list[int] = []
+    walls: list[float] = []
+    for j in sorted(ex.sc.statusTracker().getJobIdsForGroup(f"squall-{ex.uid[:8]}")):
+        try:
+            jd = store.job(j)
+        except Exception:  # noqa: BLE001 - evicted from the store
+            agg["jobs_missing"] += 1
+            continue
+        sub, done = _opt_ms(jd.submissionTime()), _opt_ms(jd.completionTime())
+        if sub is None or not lo < sub <= hi:
+            continue
+        agg["jobs"] += 1
+        if done is not None:
+            walls.append(done - sub)
+        stage_ids = [int(x) for x in jd.stageIds().mkString(",").split(",") if x]
+        stages_per_job.append(len(stage_ids))
+        for sid in stage_ids:
+            try:
+                sd = store.lastStageAttempt(sid)
+            except Exception:  # noqa: BLE001
+                agg["stages_missing"] += 1
+                continue
+            status = sd.status().toString()
+            if status == "SKIPPED":
+                agg["stages_skipped"] += 1
+                continue
+            agg["stages_run"] += 1
+            agg["tasks"] += sd.numCompleteTasks()
+            agg["task_failures"] += sd.numFailedTasks()
+            agg["executor_run_ms"] += sd.executorRunTime()
+            agg["executor_cpu_ms"] += sd.executorCpuTime() / 1e6
+            agg["deserialize_ms"] += sd.executorDeserializeTime()
+            agg["result_serialize_ms"] += sd.resultSerializationTime()
+            agg["jvm_gc_ms"] += sd.jvmGcTime()
+            agg["shuffle_write_bytes"] += sd.shuffleWriteBytes()
+            agg["shuffle_read_bytes"] += sd.shuffleReadBytes()
+            s_sub, s_done = _opt_ms(sd.submissionTime()), _opt_ms(sd.completionTime())
+            if s_sub is not None and s_done is not None:
+                agg["stage_wall_ms"] += s_done - s_sub
+    w = max(waves, 1)
+    spark = {k: v / w for k, v in agg.items() if k not in ("jobs_missing", "stages_missing")}
+    spark["job_wall_ms"] = sum(walls) / w
+    spark["stages_per_job_max"] = max(stages_per_job, default=0)
+    spark["jobs_missing"] = agg["jobs_missing"]
+    return {
+        "waves": waves,
+        "wave_span_secs": round(last[0] - first[0], 2),
+        "driver_ms_per_wave": {k: round(v, 2) for k, v in sorted(per_wave.items())},
+        "spark_per_wave": {k: round(v, 2) for k, v in sorted(spark.items())},
+        "bolt_execute_ms_per_wave_whole_run": round(1000 * bolt_exec / max(coord.waves_done, 1), 2),
+    }
+
+
+def print_spark_profile(p: dict[str, Any]) -> None:
+    d, s = p["driver_ms_per_wave"], p["spark_per_wave"]
+    wave = d["wave"] or 1e-9
+
+    def line(label: str, ms: float, note: str = "") -> None:
+        say(f"  {label:<44} {ms:9.1f} ms  {100 * ms / wave:5.1f}%  {note}")
+
+    say(f"--- --profile-spark: where a wave's time goes ({p['waves']} waves in the window) ---")
+    line("wave (Coordinator.run_wave)", d["wave"])
+    line("  spout: next_tuple loop + roots (driver)", d["spout"])
+    line("  Spark job (SparkExecutor.run_wave)", d["spark_job"])
+    line("    build RDDs, pickle spout input (driver)", d["job_build"])
+    line("    collect: the job as the driver waits", d["collect"])
+    line("    decode rows (driver)", d["decode"])
+    line("  apply: ledger + spout acks", d["apply"])
+    line("    ledger.apply (XOR ledger)", d["ledger"])
+    line("    _finish (pending pop, latency, spout.ack)", d["finish"])
+    line("  timeouts rotation", d["rotate"])
+    line("  other", d["other"])
+    say(f"  Spark per wave: {s.get('jobs', 0):.2f} jobs, {s.get('stages_run', 0):.2f} stages run "
+        f"(+{s.get('stages_skipped', 0):.1f} skipped; at most {s.get('stages_per_job_max')} stages in a job), "
+        f"{s.get('tasks', 0):.1f} tasks")
+    say(f"  job wall {s.get('job_wall_ms', 0):.1f} ms, sum of stage walls {s.get('stage_wall_ms', 0):.1f} ms, "
+        f"executor run {s.get('executor_run_ms', 0):.1f} ms (cpu {s.get('executor_cpu_ms', 0):.1f} ms of the JVM "
+        f"task threads), deserialize {s.get('deserialize_ms', 0):.1f} ms, GC {s.get('jvm_gc_ms', 0):.1f} ms")
+    say(f"  shuffle write {s.get('shuffle_write_bytes', 0) / 1e6:.2f} MB/wave, read "
+        f"{s.get('shuffle_read_bytes', 0) / 1e6:.2f} MB/wave; bolt execute() "
+        f"{p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run)")
+
+
+# -- the same sentences, for Bytewax and plain PySpark ------------------------------------------------
+
+
+def sentences_of(example: ModuleType, n: int) -> list[str]:
+    """The first n sentences of the spout's task 0 (seeded as RandomSentenceSpout.open seeds it)."""
+    spout = example.RandomSentenceSpout()
+    spout.rng = random.Random(spout.seed * 1_000_003 + 0)
+    return [spout._sentence() for _ in range(n)]
+
+
+def repeat_passes(label: str, one_pass: Any, tuples_per_pass: int, seconds: float) -> dict[str, Any]:
+    """One warm-up pass, then passes until `seconds` are measured. `one_pass()` returns the final
+    counts, checked against the expected ones by the caller."""
+    say(f"bench: {label}: warm-up pass ...")
+    got = one_pass()
+    passes, spent = 0, 0.0
+    t_first = None
+    while spent < seconds:
+        t = time.perf_counter()
+        got = one_pass()
+        dt = time.perf_counter() - t
+        t_first = dt if t_first is None else t_first
+        spent += dt
+        passes += 1
+    rate = passes * tuples_per_pass / spent
+    say(f"bench:   {label}: {rate:,.0f} bolt-tuples/s ({passes} passes, {spent:.1f}s)")
+    return {"bolt_tuples_per_sec": rate, "passes": passes, "secs": spent, "counts": got}
+
+
+def run_bytewax(sentences: list[str], tuples: int, seconds: float, batch: int) -> dict[str, Any] | None:
+    try:
+        import bytewax.operators as op  # noqa: PLC0415
+        from bytewax.dataflow import Dataflow  # noqa: PLC0415
+        from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
+        from bytewax.testing import TestingSource, run_main  # noqa: PLC0415
+    except ImportError:
+        say('bench: bytewax is not installed (pip install "bytewax==0.21.*", the `bench` extra): skipped')
+        return None
+
+    class FinalCounts(StatelessSinkPartition):
+        def __init__(self, final: dict[str, int]) -> None:
+            self.final = final
+
+        def write_batch(self, items: list) -> None:
+            final = self.final
+            for word, n in items:
+                final[word] = n
+
+    class Sink(DynamicSink):
+        def __init__(self, final: dict[str, int]) -> None:
+            self.final = final
+
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> FinalCounts:
+            return FinalCounts(self.final)
+
+    def count(state: int | None, _word: str) -> tuple[int, int]:
+        n = (state or 0) + 1
+        return n, n  # like WordCount: one [word, count] out per word
+
+    def one_pass() -> dict[str, int]:
+        final: dict[str, int] = {}
+        flow = Dataflow("wordcount")
+        s = op.input("sentences", flow, TestingSource(sentences, batch_size=batch))
+        words = op.flat_map("split", s, str.split)
+        keyed = op.key_on("word", words, lambda w: w)
+        counts = op.stateful_map("count", keyed, count)
+        op.output("out", counts, Sink(final))
+        run_main(flow)
+        return final
+
+    return repeat_passes(f"bytewax (1 worker, batch {batch})", one_pass, tuples, seconds)
+
+
+def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: float) -> dict[str, Any]:
+    """No reliability: RDD flatMap + reduceByKey, and DataFrame split/explode/groupBy (Arrow
+    upload, 2 shuffle partitions); each pass ships the sentences from the driver, as squall does."""
+    import pandas as pd  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    sc = session.sparkContext
+    parts = max(2, sc.defaultParallelism)
+
+    def rdd_pass() -> dict[str, int]:
+        rdd = sc.parallelize(sentences, parts).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add, parts)
+        return dict(rdd.collect())
+
+    def df_pass() -> dict[str, int]:
+        df = session.createDataFrame(pd.DataFrame({"sentence": sentences}))
+        rows = df.select(F.explode(F.split("sentence", " ")).alias("word")).groupBy("word").count().collect()
+        return {r[0]: r[1] for r in rows}
+
+    old = {k: session.conf.get(k, None) for k in ("spark.sql.shuffle.partitions",
+                                                   "spark.sql.execution.arrow.pyspark.enabled")}
+    session.conf.set("spark.sql.shuffle.partitions", str(parts))
+    session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    sc.setJobGroup("bench-plain", "plain PySpark word count")
+    try:
+        rdd = repeat_passes("plain PySpark RDD", rdd_pass, tuples, seconds)
+        df = repeat_passes("plain PySpark DataFrame", df_pass, tuples, seconds)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                session.conf.unset(k)
+            else:
+                session.conf.set(k, v)
+    return {"rdd": rdd, "dataframe": df}
+
+
+# -- wave overhead ----------------------------------------------------------------------------------
+
+
+def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[str, Any]:
+    """Median times: SparkExecutor.run_wave for a wave of one sentence and for one with no input;
+    Coordinator.run_wave when the spout emits nothing (it does not start a job then)."""
+    from pyspark import RDD  # noqa: PLC0415
+
+    from squall.engine.clock import RealClock  # noqa: PLC0415
+    from squall.engine.coordinator import Coordinator  # noqa: PLC0415
+    from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415
+
+    say(f"bench: wave overhead ({OVERHEAD_WARMUP_WAVES} + {OVERHEAD_WAVES} waves each) ...")
+    conf = Config(example.CONF)
+    conf[Config.SQUALL_WAVE_MAX_TUPLES] = 1  # one sentence per wave
+    ex = SparkExecutor(example.build_topology(parallelism), dict(conf), spark=session)
+    coord = Coordinator("overhead-one", example.build_topology(parallelism), conf, ex, RealClock())
+    one: list[float] = []
+    coord_one: list[float] = []
+    collects: list[float] = []  # the job as the driver waits for it, in each no-input wave
+    orig = ex.run_wave
+
+    def timed(outputs: Any, wave: int) -> Any:
+        t = time.perf_counter()
+        try:
+            return orig(outputs, wave)
+        finally:
+            one.append(time.perf_counter() - t)
+
+    orig_collect = RDD.collect
+
+    def timed_collect(rdd: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return orig_collect(rdd)
+        finally:
+            collects.append(time.perf_counter() - t)
+
+    ex.run_wave = timed
+    coord.start()
+    try:
+        for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
+            t = time.perf_counter()
+            coord.run_wave()
+            coord_one.append(time.perf_counter() - t)
+        ex.run_wave = orig
+        empty: list[float] = []
+        wave = coord.wave
+        RDD.collect = timed_collect
+        for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
+            wave += 1
+            t = time.perf_counter()
+            ex.run_wave([], wave)
+            empty.append(time.perf_counter() - t)
+    finally:
+        RDD.collect = orig_collect
+        coord.close()
+
+    conf0 = Config(example.CONF)
+    ex0 = SparkExecutor(example.build_topology(parallelism, limit=0), dict(conf0), spark=session)
+    coord0 = Coordinator("overhead-none", example.build_topology(parallelism, limit=0), conf0, ex0, RealClock())
+    coord0.start()
+    idle: list[float] = []
+    try:
+        for _ in range(200):
+            t = time.perf_counter()
+            coord0.run_wave()
+            idle.append(time.perf_counter() - t)
+    finally:
+        coord0.close()
+
+    def med(xs: list[float]) -> float:
+        return 1000 * statistics.median(xs[OVERHEAD_WARMUP_WAVES:])
+
+    out = {
+        "one_sentence_executor_ms": med(one),
+        "one_sentence_coordinator_ms": med(coord_one),
+        "no_input_executor_ms": med(empty),
+        "no_input_collect_ms": med(collects),
+        "no_spout_output_coordinator_ms": 1000 * statistics.median(idle),
+    }
+    say("bench:   " + ", ".join(f"{k} {v:.2f}" for k, v in out.items()))
+    return out
+
+
+# -- main ---------------------------------------------------------------------------------------------
 
 
 def _r(x: float | None, nd: int = 1) -> float | None:
     return None if x is None else round(x, nd)
 
 
+def _ratio(a: float | None, b: float | None, nd: int = 3) -> float | None:
+    return round(a / b, nd) if a and b else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="word-count bolt-tuples/s with and without acking")
+    p = argparse.ArgumentParser(description="word-count bolt-tuples/s with and without acking (and, on Spark, "
+                                            "against Bytewax and plain PySpark); one JSON line on stdout")
     p.add_argument("--engine", choices=("local", "spark"), default="local")
-    p.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case (after a 2 s warm-up)")
+    p.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case (after the warm-up)")
     p.add_argument("--parallelism", type=int, default=2)
-    p.add_argument("--spark", metavar="MASTER", default=None, help="Spark master for --engine spark")
-    p.add_argument("--warmup", type=float, default=WARMUP_SECS, help=argparse.SUPPRESS)
+    p.add_argument("--spark", metavar="MASTER", default=SPARK_MASTER,
+                   help=f"Spark master for --engine spark (default {SPARK_MASTER})")
+    p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default: 2 local, 5 spark)")
+    p.add_argument("--max-pending", type=int, default=None,
+                   help="topology.max.spout.pending (default: the example's, 5000); caps sentences per wave")
+    p.add_argument("--wave-tuples", type=int, default=None, help="squall.wave.max.tuples (default: the engine's)")
+    p.add_argument("--sentences", type=int, default=None,
+                   help="sentences per pass for Bytewax and plain PySpark (default: what squall's acking case "
+                        "emitted in its window)")
+    p.add_argument("--bytewax-batch", type=int, default=1000, help="TestingSource batch_size for Bytewax")
+    p.add_argument("--no-compare", action="store_true", help="spark: skip Bytewax, plain PySpark, wave overhead")
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
+    p.add_argument("--profile-spark", action="store_true",
+                   help="spark: where the acking case's wave time goes (driver steps, stages, tasks)")
     args = p.parse_args(argv)
 
+    # The JSON line alone on stdout: everything else written to fd 1 (the JVM's output included) goes to stderr.
+    json_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
     example = load_example()
-    spark = args.spark if args.engine == "spark" else None
+    warmup = args.warmup if args.warmup is not None else WARMUP_SECS[args.engine]
+    spark = session = None
+    if args.engine == "spark":
+        from squall.engine.spark.session import get_or_create_session  # noqa: PLC0415
+
+        extra = {}
+        if args.profile_spark:  # keep every job and stage of the run in the status store
+            extra = {"spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "1000000"}
+        say(f"bench: starting Spark ({args.spark}) ...")
+        spark = session = get_or_create_session(args.spark, app_name="squall-bench", extra_conf=extra)
     profiler = ThreadProfiler() if args.profile else None
-    acking = run_case(example, args.engine, spark, args.parallelism, 1, args.seconds, args.warmup, profiler)
+    acking = run_case(example, args.engine, spark, args.parallelism, 1, args.seconds, warmup, args.max_pending,
+                      args.wave_tuples, profiler, args.profile_spark)
     if profiler is not None:
-        print(f"--- cProfile of the acking case (wave thread), top {PROFILE_TOP} by tottime ---", file=sys.stderr)
-        print(profiler.report(PROFILE_TOP), file=sys.stderr)
-    no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, args.warmup)
+        say(f"--- cProfile of the acking case (wave thread), top {PROFILE_TOP} by tottime ---")
+        say(profiler.report(PROFILE_TOP))
+    if acking["profile_spark"]:
+        print_spark_profile(acking["profile_spark"])
+    no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
+                         args.wave_tuples)
 
     a, n = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
-    out = {
+    out: dict[str, Any] = {
         "engine": args.engine,
+        "spark_master": args.spark if args.engine == "spark" else None,
         "bolt_tuples_per_sec_acking": round(a),
         "bolt_tuples_per_sec_no_acking": round(n),
-        "acking_cost_ratio": round(n / a, 3) if a else None,
+        "acking_cost_ratio": _ratio(n, a),
         "complete_latency_p50_ms": _r(acking["p50"]),
         "complete_latency_p99_ms": _r(acking["p99"]),
-        "goal_bolt_tuples_per_sec": GOAL_BOLT_TUPLES_PER_SEC,
+        "goal_bolt_tuples_per_sec": GOAL_BOLT_TUPLES_PER_SEC[args.engine],
         "goal_acking_cost_ratio_max": GOAL_ACKING_COST_RATIO_MAX,
+        "goal_complete_latency_p99_ms_max": GOAL_P99_MS_MAX,
         "sentences_per_sec_acking": round(acking["sentences_per_sec"]),
         "sentences_per_sec_no_acking": round(no_acking["sentences_per_sec"]),
-        "waves_per_sec_acking": _r(acking["waves_per_sec"]),
-        "waves_per_sec_no_acking": _r(no_acking["waves_per_sec"]),
+        "sentences_per_wave_acking": round(acking["sentences_per_wave"]),
+        "sentences_per_wave_no_acking": round(no_acking["sentences_per_wave"]),
+        "waves_per_sec_acking": _r(acking["waves_per_sec"], 2),
+        "waves_per_sec_no_acking": _r(no_acking["waves_per_sec"], 2),
+        "measured_wave_secs_acking": _r(acking["secs"], 2),
+        "measured_wave_secs_no_acking": _r(no_acking["secs"], 2),
         "failed_trees": acking["failed"],
         "errors": acking["errors"] + no_acking["errors"],
-        "parallelism": args.parallelism,
-        "measured_secs": args.seconds,
-        "profiled": bool(args.profile),
     }
-    print(json.dumps(out))
+
+    if args.engine == "spark" and not args.no_compare:
+        nsent = args.sentences or min(max(acking["sentences"], 1000), MAX_COMPARE_SENTENCES)
+        t = time.perf_counter()
+        sentences = sentences_of(example, nsent)
+        gen_secs = time.perf_counter() - t
+        expected = Counter(w for s in sentences for w in s.split())
+        tuples = nsent + sum(expected.values())
+        say(f"bench: {nsent:,} sentences ({tuples:,} bolt-tuples) per pass for Bytewax and plain PySpark")
+
+        bw = run_bytewax(sentences, tuples, args.seconds, args.bytewax_batch)
+        plain = run_plain_pyspark(session, sentences, tuples, args.seconds)
+        best = max(plain, key=lambda k: plain[k]["bolt_tuples_per_sec"])
+        overhead = wave_overhead(example, session, args.parallelism)
+        bw_rate = bw["bolt_tuples_per_sec"] if bw else None
+        plain_rate = plain[best]["bolt_tuples_per_sec"]
+        out.update({
+            "compare_sentences_per_pass": nsent,
+            "compare_bolt_tuples_per_pass": tuples,
+            "sentence_generation_us": round(1e6 * gen_secs / nsent, 2),
+            "bytewax_bolt_tuples_per_sec": round(bw_rate) if bw_rate else None,
+            "bytewax_batch_size": args.bytewax_batch if bw else None,
+            "bytewax_counts_ok": (bw["counts"] == expected) if bw else None,
+            "squall_over_bytewax": _ratio(a, bw_rate),
+            "goal_squall_over_bytewax_min": GOAL_SQUALL_OVER_BYTEWAX_MIN,
+            "plain_pyspark_bolt_tuples_per_sec": round(plain_rate),
+            "plain_pyspark_variant": best,
+            "plain_pyspark_rdd_bolt_tuples_per_sec": round(plain["rdd"]["bolt_tuples_per_sec"]),
+            "plain_pyspark_dataframe_bolt_tuples_per_sec": round(plain["dataframe"]["bolt_tuples_per_sec"]),
+            "plain_pyspark_counts_ok": all(plain[k]["counts"] == expected for k in plain),
+            "plain_over_squall": _ratio(plain_rate, a),
+            "goal_plain_over_squall_max": GOAL_PLAIN_OVER_SQUALL_MAX,
+            "empty_wave_ms": _r(overhead["one_sentence_executor_ms"]),
+            "empty_wave_coordinator_ms": _r(overhead["one_sentence_coordinator_ms"]),
+            "no_input_wave_executor_ms": _r(overhead["no_input_executor_ms"]),
+            "no_input_wave_collect_ms": _r(overhead["no_input_collect_ms"]),
+            "no_spout_output_wave_ms": _r(overhead["no_spout_output_coordinator_ms"], 4),
+            "goal_empty_wave_ms_max": GOAL_EMPTY_WAVE_MS_MAX,
+        })
+    out.update({
+        "parallelism": args.parallelism,
+        "max_spout_pending": args.max_pending if args.max_pending is not None
+        else example.CONF.get(Config.TOPOLOGY_MAX_SPOUT_PENDING),
+        "measured_secs": args.seconds,
+        "warmup_secs": warmup,
+        "profiled": bool(args.profile),
+        "profile_spark": acking["profile_spark"],
+    })
+    if session is not None:
+        session.stop()
+    json_out.write(json.dumps(out) + "\n")
+    json_out.flush()
     return 0
 
 
