@@ -1,12 +1,14 @@
 """The Spark engine's driver side: builds and runs one Spark job per wave.
 
-Partition p of every stage is bolt task p (tasks of all bolts, in topological order). Stage 1
-runs over the previous wave's cached output (which holds each task's carried instance), with
-this wave's spout output in its closure, and runs the level-1 bolts; each further level is
-one shuffle (records keyed by destination partition) and runs that level's bolts, passing the
-rest through. The last level's output is persisted: it carries the task instances to the next
-wave. Its ack messages, folded per root in every partition, are shuffled by `root % ackers`
-and folded again there; only those rows, failures and small reports reach the driver.
+Each topological level of bolts is one stage, with one partition per bolt task of that level.
+Stage 1 runs over the previous wave's cached level-1 output (which holds each task's carried
+instance), with this wave's spout output in its closure. Every later stage reads one shuffle
+(records keyed by destination partition) from the level before, unioned partition by
+partition with its own cached state: a task's instance never leaves its partition. Each
+level's output is persisted (it carries the instances to the next wave). Ack messages, folded
+per root in every partition, travel on with the data; after the last level they are shuffled
+by `root % ackers` and folded again there; only those rows, failures and small reports reach
+the driver.
 """
 
 from __future__ import annotations
@@ -56,15 +58,18 @@ class SparkExecutor:
             self.spark = spark
         self.sc = self.spark.sparkContext
         self.topology = topology
-        parts = tuple((c, i) for c in topology.bolts_in_order for i in range(topology.specs[c].parallelism))
-        part_of_task = {topology.task_ids[c][i]: p for p, (c, i) in enumerate(parts)}
-        levels = tuple(topology.levels[c] for c, _ in parts)
+        depth = max((topology.levels[c] for c in topology.bolts_in_order), default=0)
+        levels = tuple(tuple((c, i) for c in topology.bolts_in_order if topology.levels[c] == lv
+                             for i in range(topology.specs[c].parallelism)) for lv in range(1, depth + 1))
+        loc = {topology.task_ids[c][i]: (lv + 1, p) for lv, parts in enumerate(levels)
+               for p, (c, i) in enumerate(parts)}
         self.ackers = max(1, int(conf.get("topology.acker.executors", 1) or 1))
-        self.layout = worker.Layout(parts, levels, part_of_task, max(levels, default=0), self.ackers)
+        self.layout = worker.Layout(levels, loc, self.ackers)
+        if depth > len(worker.LEVEL_PARTITIONERS):
+            raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
-        full_conf = dict(conf)
-        self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), full_conf, self.layout, capture)))
-        self._state = None  # the last wave's persisted output: carries the task instances
+        self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
+        self._state: list[Any] = []  # per level: the last wave's persisted output (carries the instances)
         self.waves = 0
         try:
             self.ui_url = self.sc.uiWebUrl
@@ -73,41 +78,59 @@ class SparkExecutor:
 
     @property
     def partitions(self) -> int:
-        return len(self.layout.parts)
+        return sum(len(parts) for parts in self.layout.levels)
 
     def start(self) -> None:
         pass
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int) -> WaveOutput:
-        P = self.partitions
-        if P == 0:
+        layout = self.layout
+        depth = layout.depth
+        if depth == 0:
             return WaveOutput()
-        by_part: dict[int, list[TupleBatch]] = {}
+        width1 = layout.width(1)
+        # Spout output goes to stage 1's closure: level-1 tasks get it as input, later levels
+        # get it forwarded through level 1.
+        per_part: dict[int, dict[tuple[int, int], list]] = {}
         for target, batch in spout_outputs:
-            by_part.setdefault(self.layout.part_of_task[target], []).append(batch)
-        spout_in = {p: pickle.dumps(batches, protocol=pickle.HIGHEST_PROTOCOL) for p, batches in by_part.items()}
+            lv, p = layout.loc[target]
+            per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(batch)
+        spout_in = {}
+        for p1, dests in per_part.items():
+            recs = [("in", b) if lv == 1 else ("fwd", lv, p, b) for (lv, p), b in dests.items()]
+            spout_in[p1] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
         sc = self.sc
         sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
         prev = self._state
-        if prev is None:
-            prev = self._empty = getattr(self, "_empty", None) or sc.parallelize([], P)
-        rdd = prev.mapPartitionsWithIndex(worker.run_level(self.uid, self._blob, wave, 1, spout_in))
-        for level in range(2, self.layout.depth + 1):
-            rdd = rdd.partitionBy(P, worker.identity).mapPartitionsWithIndex(
-                worker.run_level(self.uid, self._blob, wave, level))
-        rdd.persist()
-        if (self.waves + 1) % CHECKPOINT_EVERY_WAVES == 0:
-            rdd.checkpoint()  # cut the lineage now and then; written from the cache after the job
-        acks = (rdd.mapPartitions(worker.to_ackers(self.ackers)).partitionBy(self.ackers, worker.identity)
-                .mapPartitions(worker.acker_reduce))
+        outs = []
+        checkpoint = (self.waves + 1) % CHECKPOINT_EVERY_WAVES == 0
+        for level in range(1, depth + 1):
+            fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None)
+            if level == 1:
+                base = prev[0] if prev else sc.parallelize([], width1)
+                out = base.mapPartitionsWithIndex(fn)
+            else:
+                part_fn = worker.LEVEL_PARTITIONERS[level - 1]
+                shuffled = outs[-1].mapPartitions(worker.not_state).partitionBy(layout.width(level), part_fn)
+                if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union
+                    shuffled = shuffled.union(prev[level - 1].mapPartitions(worker.only_state,
+                                                                            preservesPartitioning=True))
+                out = shuffled.mapPartitionsWithIndex(fn, preservesPartitioning=True)
+            out.persist()
+            if checkpoint:
+                out.checkpoint()  # cut the lineage now and then; written from the cache after the job
+            outs.append(out)
+        acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
+                .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce))
         try:
             rows = acks.collect()
         except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
-            rdd.unpersist(blocking=False)
+            for out in outs:
+                out.unpersist(blocking=False)
             raise WaveLost(_short_error(e)) from e
-        if self._state is not None:
-            self._state.unpersist(blocking=False)
-        self._state = rdd
+        for old in prev:
+            old.unpersist(blocking=False)
+        self._state = outs
         self.waves += 1
         return self._output(rows)
 
@@ -141,9 +164,9 @@ class SparkExecutor:
         return out
 
     def stop(self) -> None:
-        if self._state is not None:
-            self._state.unpersist(blocking=False)
-            self._state = None
+        for out in self._state:
+            out.unpersist(blocking=False)
+        self._state = []
         try:
             self._blob.unpersist()
         except Exception:  # noqa: BLE001
