@@ -74,7 +74,7 @@ class AckerLedger:
 
     def apply(self, init_roots: np.ndarray, init_vals: np.ndarray, roots: np.ndarray, vals: np.ndarray,
               fail_roots: np.ndarray = _EMPTY) -> Verdicts:
-        """Start trees (`init_*`), fold ack messages (root, xor), then fail `fail_roots`.
+        """Start trees (`init_*`), fail `fail_roots`, then fold ack messages (root, xor).
 
         Acks for a root that is not pending (late, duplicate, already timed out) are ignored.
         """
@@ -86,16 +86,19 @@ class AckerLedger:
                 completed.append(init_roots[zero])
                 init_roots, init_vals = init_roots[~zero], init_vals[~zero]
             self._start(init_roots, init_vals, gen)
+        # Fails before acks: a tree failed in this batch is failed even if its acks balance it.
+        failed = self._fail(fail_roots) if len(fail_roots) else _EMPTY
         touched_slots = _EMPTY.astype(np.int64)
         if len(roots):
-            q = (roots // self.stride).astype(np.int64) - self._base
-            dense = (q >= 0) & (q < self._n)
+            q = self._slots(roots)
+            dense = q.view(_U64) < _U64(self._n)  # one comparison: negative slots wrap to huge
             if not dense.all():
                 completed.append(self._apply_old(roots[~dense], vals[~dense], gen))
                 q, vals = q[dense], vals[dense]
             alive = self._vals[q] != 0
-            q, v = q[alive], vals[alive]
-            np.bitwise_xor.at(self._vals, q, v)
+            if not alive.all():
+                q, vals = q[alive], vals[alive]
+            np.bitwise_xor.at(self._vals, q, vals)
             self._gens[q] = gen
             touched_slots = q
         if len(touched_slots):
@@ -104,10 +107,7 @@ class AckerLedger:
                 done = _unique(done)
                 self.live -= len(done)
                 completed.append(self._roots_of(done))
-        failed = self._fail(fail_roots) if len(fail_roots) else _EMPTY
         out = Verdicts(np.concatenate(completed) if completed else _EMPTY, failed)
-        if len(failed) and len(out.completed):
-            out.completed = out.completed[~np.isin(out.completed, failed)]
         self._compact()
         return out
 
@@ -140,6 +140,11 @@ class AckerLedger:
         return np.concatenate([self._roots_of(slots), self._old_q * self.stride + self.phase])
 
     # -- internals ------------------------------------------------------------------------
+
+    def _slots(self, roots: np.ndarray) -> np.ndarray:
+        """Window slot of each root (negative: before the window)."""
+        q = roots.view(np.int64) if self.stride == 1 else (roots // self.stride).view(np.int64)
+        return q - self._base
 
     def _roots_of(self, slots: np.ndarray) -> np.ndarray:
         return (slots.astype(_U64) + _U64(self._base)) * self.stride + self.phase

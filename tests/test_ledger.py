@@ -1,0 +1,109 @@
+"""Unit tests of the reliability layer's own logic: ids, the XOR ledger, rotation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from squall.reliability.anchoring import combine
+from squall.reliability.ids import RootIdGenerator, edge_id_int, edge_ids, mix64, mix64_int
+from squall.reliability.ledger import AckerLedger, XorLedger
+
+U = np.uint64
+
+
+def tree(rng, n_edges):
+    edges = rng.integers(1, 2**63, n_edges, dtype=np.uint64)
+    init = np.bitwise_xor.reduce(edges)
+    return init, edges
+
+
+def test_ids_are_deterministic_nonzero_and_match_scalar_version():
+    a = np.array([0, 1, 2**63], dtype=U)
+    assert (mix64(a) == np.array([mix64_int(int(x)) for x in a], dtype=U)).all()
+    k, e, o, t = (np.arange(1000, dtype=U), np.arange(1000, dtype=U) * U(7), np.arange(1000) % 5,
+                  np.arange(1000) % 3)
+    ids = edge_ids(k, e, o, t)
+    assert (ids != 0).all() and len(set(ids.tolist())) == 1000
+    assert (ids == edge_ids(k, e, o, t)).all()  # a re-run gives the same ids
+    assert int(ids[17]) == edge_id_int(17, 17 * 7, 17 % 5, 17 % 3)
+    g1, g2 = RootIdGenerator(seed=3), RootIdGenerator(seed=3)
+    assert (g1.take(5) == g2.take(5)).all() and g1.take_one() == g2.take_one()
+
+
+@pytest.mark.parametrize("ackers", [1, 3])
+def test_trees_complete_when_xor_returns_to_zero(ackers):
+    rng = np.random.default_rng(0)
+    led = XorLedger(ackers)
+    roots = RootIdGenerator(seed=1).take(50)
+    inits, acks_r, acks_v = [], [], []
+    for r in roots:
+        init, edges = tree(rng, 3)
+        inits.append(init)
+        acks_r += [r] * 3
+        acks_v += edges.tolist()
+    inits = np.array(inits, dtype=U)
+    # all but the last ack of every tree: nothing completes
+    ar, av = np.array(acks_r, dtype=U), np.array(acks_v, dtype=U)
+    last = np.arange(2, len(ar), 3)
+    first = np.setdiff1d(np.arange(len(ar)), last)
+    v = led.apply(roots, inits, ar[first], av[first])
+    assert len(v.completed) == 0 and len(led) == 50
+    v = led.apply(np.zeros(0, U), np.zeros(0, U), ar[last], av[last])
+    assert sorted(v.completed.tolist()) == sorted(roots.tolist()) and len(led) == 0
+    # late and duplicate acks are ignored
+    v = led.apply(np.zeros(0, U), np.zeros(0, U), ar, av)
+    assert len(v.completed) == 0 and len(led) == 0
+
+
+def test_no_subscriber_completes_at_once_and_fail_wins():
+    led = AckerLedger()
+    roots = RootIdGenerator(seed=2).take(3)
+    v = led.apply(roots, np.array([0, 5, 9], dtype=U), np.array([roots[1]], dtype=U), np.array([5], dtype=U),
+                  fail_roots=np.array([roots[1], roots[2]], dtype=U))
+    assert v.completed.tolist() == [int(roots[0])]  # roots[1] balanced but also failed: fail wins
+    assert sorted(v.failed.tolist()) == sorted([int(roots[1]), int(roots[2])])
+    assert len(led) == 0
+
+
+def test_rotation_expires_after_two_generations_without_progress():
+    led = AckerLedger()
+    roots = RootIdGenerator(seed=4).take(2)
+    led.apply(roots, np.array([7, 9], dtype=U), np.zeros(0, U), np.zeros(0, U))
+    assert len(led.rotate()) == 0
+    # progress on roots[1] (a reset_timeout is a zero XOR) keeps it alive one more rotation
+    led.apply(np.zeros(0, U), np.zeros(0, U), np.array([roots[1]], dtype=U), np.array([0], dtype=U))
+    assert led.rotate().tolist() == [int(roots[0])]
+    assert led.rotate().tolist() == [int(roots[1])]
+    assert len(led) == 0
+
+
+def test_stragglers_move_to_the_side_store_and_still_complete():
+    led = AckerLedger()
+    gen = RootIdGenerator(seed=5)
+    straggler = gen.take(1)
+    led.apply(straggler, np.array([42], dtype=U), np.zeros(0, U), np.zeros(0, U))
+    for _ in range(20):  # many waves of trees that complete, while the straggler stays pending
+        roots = gen.take(20000)
+        vals = np.arange(1, 20001, dtype=U)
+        v = led.apply(roots, vals, roots, vals)
+        assert len(v.completed) == 20000
+    assert len(led) == 1
+    assert led.nbytes < 2_000_000  # the window did not grow with every root ever issued
+    v = led.apply(np.zeros(0, U), np.zeros(0, U), straggler, np.array([42], dtype=U))
+    assert v.completed.tolist() == straggler.tolist() and len(led) == 0
+
+
+def test_memory_per_pending_tree():
+    led = XorLedger(1)
+    gen = RootIdGenerator(seed=6)
+    for _ in range(10):
+        roots = gen.take(10000)
+        led.apply(roots, np.full(10000, 3, dtype=U), np.zeros(0, U), np.zeros(0, U))
+    assert len(led) == 100000
+    assert led.nbytes / len(led) <= 24
+
+
+def test_combine_folds_per_root():
+    r, v = combine(np.array([5, 3, 5, 3, 9], dtype=U), np.array([1, 2, 4, 8, 16], dtype=U))
+    assert r.tolist() == [3, 5, 9] and v.tolist() == [2 ^ 8, 1 ^ 4, 16]
