@@ -385,3 +385,36 @@ def test_real_time_cluster_runs_and_waits_idle(cluster_kwargs):
             spout.feed([i], i)
         cluster.wait_idle(timeout_secs=60)
         assert sorted(tracker.acked) == list(range(20))
+
+
+class Lifecycle(CountingSpout):
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.calls = ["open"]
+
+    def activate(self):
+        self.calls.append("activate")
+
+    def deactivate(self):
+        self.calls.append("deactivate")
+
+    def close(self):
+        self.calls.append("close")
+
+
+def test_spout_lifecycle_and_kill_with_wait(cluster_kwargs):
+    spout = Lifecycle(limit=3)
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("sink", IdentityBolt()).shuffle_grouping("src")
+    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster.submit_topology("t", {}, b.create_topology())
+    copy = cluster.coordinator("t").spouts[0].spout  # the task's own copy of the spout
+    cluster.deactivate("t")
+    cluster.advance_time(1)
+    assert copy.i == 0  # a deactivated spout is not asked for tuples
+    cluster.activate("t")
+    cluster.advance_time(1)
+    assert copy.acked == [0, 1, 2]
+    cluster.kill_topology("t", wait_secs=2)
+    assert copy.calls == ["open", "activate", "deactivate", "activate", "deactivate", "close"]

@@ -115,7 +115,14 @@ class LocalCluster:
             run.thread.start()
 
     def kill_topology(self, name: str, wait_secs: float = 0) -> None:
+        """Deactivate the spouts, let what is in flight finish for `wait_secs`, then stop."""
         run = self._get(name)
+        if wait_secs > 0:
+            run.coord.set_active(False)
+            if self.simulated_time:
+                self.advance_time(wait_secs)
+            else:
+                time.sleep(wait_secs)
         run.stop.set()
         if run.thread is not None:
             run.thread.join()

@@ -119,6 +119,7 @@ class Coordinator:
         self.executor.start()
         for st in self.spouts:
             st.open()
+            st.spout.activate()  # as Storm: an active topology's spouts are activated after open
             self._collect_late_errors(st)
         self.started = True
 
