@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -119,6 +120,11 @@ class RabbitMQSpout(BrokerSpout):
     # -- connection -----------------------------------------------------------------------
 
     def _connect(self) -> None:
+        # Storm calls activate/deactivate from outside the wave thread: every use of the pika
+        # connection (not thread-safe) holds this lock.
+        self._lock = threading.RLock()
+        self._active = True
+        self._consumer_tag: str | None = None
         self._gen = 0
         self._buffer: deque = deque()
         self._conn = self._ch = self._pub = None
@@ -153,7 +159,8 @@ class RabbitMQSpout(BrokerSpout):
             def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
                 buf.append((gen, method.delivery_tag, method.redelivered, props, body))
 
-            ch.basic_consume(self.queue, on_delivery, auto_ack=False)
+            self._on_delivery = on_delivery
+            self._consumer_tag = ch.basic_consume(self.queue, on_delivery, auto_ack=False) if self._active else None
         except Exception:
             _close_quietly(conn)
             raise
@@ -204,12 +211,40 @@ class RabbitMQSpout(BrokerSpout):
         return True
 
     def _disconnect(self) -> None:
-        conn, self._conn, self._ch, self._pub = self._conn, None, None, None
-        _close_quietly(conn)  # what is not acked goes back to the queue
+        with self._lock:
+            conn, self._conn, self._ch, self._pub = self._conn, None, None, None
+            _close_quietly(conn)  # what is not acked goes back to the queue
+
+    def deactivate(self) -> None:
+        """Stop consuming: cancel the consumer (pika requeues what it had not dispatched) and
+        give back what the spout had not emitted; trees in flight finish as usual."""
+        with self._lock:
+            self._active = False
+            if self._ch is None or self._consumer_tag is None:
+                return
+            try:
+                self._ch.basic_cancel(self._consumer_tag)
+                self._consumer_tag = None
+                while self._buffer:
+                    gen, tag, *_ = self._buffer.popleft()
+                    if gen == self._gen:
+                        self._ch.basic_nack(tag, requeue=True)
+            except _LOST as e:
+                self._lost(e)
+
+    def activate(self) -> None:
+        with self._lock:
+            self._active = True
+            if self._ch is None or self._consumer_tag is not None:
+                return
+            try:
+                self._consumer_tag = self._ch.basic_consume(self.queue, self._on_delivery, auto_ack=False)
+            except _LOST as e:
+                self._lost(e)
 
     # -- messages -------------------------------------------------------------------------
 
-    def _next_message(self) -> Message | None:
+    def _next_message_unlocked(self) -> Message | None:
         if self._conn is None and not self._maybe_reconnect():
             return None
         buf = self._buffer
@@ -236,7 +271,7 @@ class RabbitMQSpout(BrokerSpout):
             return False
         return True
 
-    def _ack_message(self, m: Message) -> None:
+    def _ack_message_unlocked(self, m: Message) -> None:
         if not self._current(m):
             return
         try:
@@ -273,7 +308,7 @@ class RabbitMQSpout(BrokerSpout):
             return False
         return True
 
-    def _retry_message(self, m: Message, failure: Failure) -> None:
+    def _retry_message_unlocked(self, m: Message, failure: Failure) -> None:
         if not self._current(m):
             return
         headers = dict(m.headers or {})
@@ -282,7 +317,7 @@ class RabbitMQSpout(BrokerSpout):
         target = self.retry_queue if self.retry_delay_secs > 0 else self.queue
         self._republish(m, target, headers)
 
-    def _dead_letter(self, m: Message, failure: Failure) -> None:
+    def _dead_letter_unlocked(self, m: Message, failure: Failure) -> None:
         if not self._current(m):
             return
         headers = dict(m.headers or {})
@@ -290,6 +325,24 @@ class RabbitMQSpout(BrokerSpout):
         headers.update(failure.fields(self.queue, m.handle[1]))
         if self._republish(m, self.dead_letter_queue, headers):
             self._dead_lettered(m, failure)
+
+    # -- every pika call under the lock ----------------------------------------------------
+
+    def _next_message(self) -> Message | None:
+        with self._lock:
+            return self._next_message_unlocked()
+
+    def _ack_message(self, m: Message) -> None:
+        with self._lock:
+            self._ack_message_unlocked(m)
+
+    def _retry_message(self, m: Message, failure: Failure) -> None:
+        with self._lock:
+            self._retry_message_unlocked(m, failure)
+
+    def _dead_letter(self, m: Message, failure: Failure) -> None:
+        with self._lock:
+            self._dead_letter_unlocked(m, failure)
 
 
 def _describe(e: BaseException) -> str:

@@ -21,7 +21,7 @@ from squall.api.topology import StormTopology
 from squall.engine.batch import TupleBatch, select_roots
 from squall.engine.gc_tuning import tune_gc
 from squall.engine.task import SpoutTask
-from squall.engine.wave import Executor, WaveLost, WaveOutput, merge_outputs
+from squall.engine.wave import Captured, Executor, WaveLost, WaveOutput, add_captured, merge_captured, merge_outputs
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
@@ -95,7 +95,7 @@ class Coordinator:
                       for c, s in topology.specs.items()}
         self.errors: list[ErrorRecord] = []
         self.error_count = 0
-        self.captured: dict[str, dict[str, dict[int, list]]] = {}
+        self.captured: Captured = {}
         self.wave = 0
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
@@ -196,9 +196,7 @@ class Coordinator:
         stats.emitted += res.emitted
         self._record(res.errors)
         if res.captured:
-            comp = self.captured.setdefault(st.component, {})
-            for stream, v in res.captured.items():
-                comp.setdefault(stream, {}).setdefault(st.task_id, []).extend(v)
+            add_captured(self.captured, st.component, st.task_id, res.captured)
         if self.tracking:
             if len(roots):
                 rl = roots.tolist()
@@ -276,19 +274,9 @@ class Coordinator:
     def _apply(self, out: WaveOutput, init_roots: list[np.ndarray], init_vals: list[np.ndarray],
                started: float) -> tuple[int, int]:
         for comp, ts in out.stats.items():
-            cs = self.stats[comp]
-            cs.executed += ts.executed
-            cs.acked += ts.acked
-            cs.failed += ts.failed
-            cs.emitted += ts.emitted
-            cs.exec_secs += ts.exec_secs
+            self.stats[comp].add_counters(*ts.counters)
         self._record(out.errors)
-        for comp, streams in out.captured.items():
-            c = self.captured.setdefault(comp, {})
-            for stream, per_task in streams.items():
-                s = c.setdefault(stream, {})
-                for task, vals in per_task.items():
-                    s.setdefault(task, []).extend(vals)
+        merge_captured(self.captured, out.captured)
         if not self.tracking:
             return 0, 0
         ir = np.concatenate(init_roots) if init_roots else np.zeros(0, np.uint64)

@@ -15,6 +15,9 @@ from squall.reliability.pending import FailReason
 _EMPTY_U = np.zeros(0, np.uint64)
 
 
+Captured = dict[str, dict[str, dict[int, list]]]  # component -> stream -> task id -> emitted values
+
+
 @dataclass
 class TaskStats:
     component: str
@@ -23,6 +26,30 @@ class TaskStats:
     failed: int = 0
     emitted: int = 0
     exec_secs: float = 0.0
+
+    def add(self, executed: int, acked: int, failed: int, emitted: int, exec_secs: float) -> None:
+        self.executed += executed
+        self.acked += acked
+        self.failed += failed
+        self.emitted += emitted
+        self.exec_secs += exec_secs
+
+    @property
+    def counters(self) -> tuple[int, int, int, int, float]:
+        return self.executed, self.acked, self.failed, self.emitted, self.exec_secs
+
+
+def add_captured(into: Captured, component: str, task: int, per_stream: dict[str, list]) -> None:
+    comp = into.setdefault(component, {})
+    for stream, vals in per_stream.items():
+        comp.setdefault(stream, {}).setdefault(task, []).extend(vals)
+
+
+def merge_captured(into: Captured, other: Captured) -> None:
+    for comp, streams in other.items():
+        for stream, per_task in streams.items():
+            for task, vals in per_task.items():
+                add_captured(into, comp, task, {stream: vals})
 
 
 @dataclass
@@ -35,23 +62,18 @@ class WaveOutput:
     fail_reasons: list[FailReason] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     stats: dict[str, TaskStats] = field(default_factory=dict)
-    # component -> stream -> task id -> emitted values (only when capturing, for tests)
-    captured: dict[str, dict[str, dict[int, list]]] = field(default_factory=dict)
+    captured: Captured = field(default_factory=dict)  # only when capturing, for tests
+
+    def add_stats(self, component: str, counters: tuple[int, int, int, int, float]) -> None:
+        self.stats.setdefault(component, TaskStats(component)).add(*counters)
 
     def add_result(self, res: TaskResult) -> None:
-        st = self.stats.setdefault(res.component, TaskStats(res.component))
-        st.executed += res.executed
-        st.acked += res.acked
-        st.failed += res.failed
-        st.emitted += res.emitted
-        st.exec_secs += res.exec_secs
+        self.add_stats(res.component, (res.executed, res.acked, res.failed, res.emitted, res.exec_secs))
         self.fail_roots.extend(res.fail_roots)
         self.fail_reasons.extend(res.fail_reasons)
         self.errors.extend(res.errors)
         if res.captured:
-            comp = self.captured.setdefault(res.component, {})
-            for stream, vals in res.captured.items():
-                comp.setdefault(stream, {}).setdefault(res.task, []).extend(vals)
+            add_captured(self.captured, res.component, res.task, res.captured)
 
     @property
     def executed(self) -> int:
@@ -75,18 +97,8 @@ def merge_outputs(outs: list[WaveOutput]) -> WaveOutput:
         out.fail_reasons.extend(o.fail_reasons)
         out.errors.extend(o.errors)
         for comp, st in o.stats.items():
-            t = out.stats.setdefault(comp, TaskStats(comp))
-            t.executed += st.executed
-            t.acked += st.acked
-            t.failed += st.failed
-            t.emitted += st.emitted
-            t.exec_secs += st.exec_secs
-        for comp, streams in o.captured.items():
-            c = out.captured.setdefault(comp, {})
-            for stream, per_task in streams.items():
-                s = c.setdefault(stream, {})
-                for task, v in per_task.items():
-                    s.setdefault(task, []).extend(v)
+            out.add_stats(comp, st.counters)
+        merge_captured(out.captured, o.captured)
     return out
 
 

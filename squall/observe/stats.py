@@ -48,6 +48,13 @@ class ComponentStats:
     complete: LatencyWindow = field(default_factory=LatencyWindow)
     complete_sum: float = 0.0
 
+    def add_counters(self, executed: int, acked: int, failed: int, emitted: int, exec_secs: float) -> None:
+        self.executed += executed
+        self.acked += acked
+        self.failed += failed
+        self.emitted += emitted
+        self.exec_secs += exec_secs
+
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "kind": self.kind, "tasks": self.tasks, "emitted": self.emitted, "acked": self.acked,

@@ -25,7 +25,7 @@ from squall.api.topology import StormTopology
 from squall.engine.batch import TupleBatch
 from squall.engine.spark import worker
 from squall.engine.spark.session import get_or_create_session
-from squall.engine.wave import TaskStats, WaveLost, WaveOutput
+from squall.engine.wave import WaveLost, WaveOutput, add_captured
 
 log = logging.getLogger("squall")
 
@@ -146,18 +146,11 @@ class SparkExecutor:
                 out.fail_roots.extend(rec[1])
                 out.fail_reasons.extend(rec[2])
             elif kind == "report":
-                _, comp, task, (executed, acked, failed, emitted, secs), errors, captured = rec
-                st = out.stats.setdefault(comp, TaskStats(comp))
-                st.executed += executed
-                st.acked += acked
-                st.failed += failed
-                st.emitted += emitted
-                st.exec_secs += secs
+                _, comp, task, counters, errors, captured = rec
+                out.add_stats(comp, counters)
                 out.errors.extend(errors)
                 if captured:
-                    c = out.captured.setdefault(comp, {})
-                    for stream, v in captured.items():
-                        c.setdefault(stream, {}).setdefault(task, []).extend(v)
+                    add_captured(out.captured, comp, task, captured)
         if roots:
             out.ack_roots = np.concatenate(roots)
             out.ack_vals = np.concatenate(vals)
