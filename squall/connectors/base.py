@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,8 @@ class Message:
     """One message taken from a broker: its id there, payload, which delivery this is (1 = the
     first) and the broker's own handle for acking it."""
 
-    __slots__ = ("id", "body", "attempts", "handle", "headers", "emitted_at", "touched_at", "value")
+    __slots__ = ("id", "body", "attempts", "handle", "headers", "emitted_at", "touched_at", "value", "decoded",
+                 "error")
 
     def __init__(self, id: Any, body: bytes, attempts: int = 1, handle: Any = None,  # noqa: A002
                  headers: dict | None = None):
@@ -186,6 +188,8 @@ class Message:
         self.emitted_at = 0.0
         self.touched_at = 0.0
         self.value: Any = None
+        self.decoded = False
+        self.error: str | None = None  # why the payload does not decode
 
     def __repr__(self) -> str:
         return f"Message(id={self.id!r}, attempts={self.attempts}, body={_preview(self.body or b'')})"
@@ -330,6 +334,7 @@ class BrokerSpout(Spout):
             raise ValueError(f"retry_delay_secs must be >= 0, got {retry_delay_secs}")
         self.retry_delay_secs = float(retry_delay_secs)
         self._inflight: dict[Any, Message] = {}
+        self._reports: deque[str] = deque()
         self.counters = SpoutCounters()
 
     # -- Storm's spout interface ----------------------------------------------------------
@@ -349,20 +354,23 @@ class BrokerSpout(Spout):
         self.max_spout_pending = int(mp) if mp else None
         self._inflight = {}
         self.counters = SpoutCounters()
+        self._reports: deque[str] = deque()
         self._connect()
 
     def next_tuple(self) -> None:
+        if self._reports:
+            self._flush_reports()
         for _ in range(MAX_BAD_PER_CALL):
             m = self._next_message()
             if m is None:
                 return
-            try:
-                if m.body is None:
-                    raise DecodeError(self._no_payload(m))
-                m.value = self.scheme.decode(m.body)
-            except DecodeError as e:
+            if not m.decoded:
+                self.decode(m)
+            if m.error is not None:
                 self.counters.decode_errors += 1
-                self._dead_letter(m, Failure("decode", str(e), m.attempts))
+                self._report(f"message {m.id} from {self._source_name()} does not decode as {self.scheme.name}, "
+                             f"sent to the dead letters: {m.error}")
+                self._dead_letter(m, Failure("decode", m.error, m.attempts))
                 continue
             now = time.monotonic()
             m.emitted_at = m.touched_at = now
@@ -394,14 +402,30 @@ class BrokerSpout(Spout):
 
     def close(self) -> None:
         self._disconnect()
+        if self._reports:
+            self._flush_reports()
+
+    def decode(self, m: Message) -> None:
+        """Decode `m.body` by the scheme into `m.value`, or set `m.error` (safe on any thread:
+        connectors decode on their I/O thread, off the wave's path)."""
+        try:
+            if m.body is None:
+                raise DecodeError(self._no_payload(m))
+            m.value = self.scheme.decode(m.body)
+        except DecodeError as e:
+            m.error = str(e)
+        m.decoded = True
 
     # -- hooks: subclasses of a connector (and tests) may override these -------------------
 
     def on_acked(self, message: Message) -> None:
-        """Called once the broker has taken the final ack of `message`."""
+        """Called once the broker has taken the final ack of `message`. Normally on the thread
+        that runs the topology's waves; a connector may call it from its own thread (Redis, for
+        acks it sends while the spout is deactivated), so keep overrides thread-safe."""
 
     def on_dead_lettered(self, message: Message, failure: Failure) -> None:
-        """Called once `message` is in the dead-letter target and acked at its source."""
+        """Called once `message` is in the dead-letter target and acked at its source (same
+        threads as on_acked)."""
 
     # -- for subclasses ---------------------------------------------------------------------
 
@@ -413,6 +437,14 @@ class BrokerSpout(Spout):
         self.counters.dead_lettered += 1
         log.warning("%s: dead-lettered %s from %s: %s", self.component_id, m.id, self._source_name(), failure)
         self.on_dead_lettered(m, failure)
+
+    def _report_later(self, text: str) -> None:
+        """Report from a connector's own thread: the collector is used on the wave's thread only."""
+        self._reports.append(text)
+
+    def _flush_reports(self) -> None:
+        while self._reports:
+            self._report(self._reports.popleft())
 
     def _report(self, error: BaseException | str) -> None:
         collector = getattr(self, "_collector", None)

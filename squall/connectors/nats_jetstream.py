@@ -1,10 +1,12 @@
 """JetStreamSpout: a reliable spout over a NATS JetStream durable pull consumer (nats-py).
 
-nats-py is asyncio; the spout owns an event loop in a background thread. A fetch loop there
-pulls messages (`fetch`, short timeouts) into a thread-safe queue, never holding more than the
-spout may have pending (`topology.max.spout.pending`, also the consumer's `max_ack_pending`);
-`next_tuple` only takes from that queue, so it never waits on the network. Acks, naks and
-dead letters go back to the loop through another queue.
+nats-py is asyncio; the spout owns an event loop in a background thread. There it keeps pull
+requests outstanding at the consumer (each for up to `batch_size` messages, expiring after
+`pull_expires_secs`), so messages flow in as they arrive, are decoded, and wait in a
+thread-safe queue; the spout never holds more than it may have pending
+(`topology.max.spout.pending`, also the consumer's `max_ack_pending`). `next_tuple` only takes
+from that queue, so it never waits on the network. Acks, naks and dead letters go back to the
+loop through another queue.
 
 Each message is emitted with msg id `(stream sequence, delivery number)`. When the tree is
 acked the message is acked. When it fails it is `nak`ed with `retry_delay_secs` of delay; the
@@ -52,7 +54,9 @@ from squall.connectors.base import (
 
 log = logging.getLogger("squall.connectors")
 
-ROOM_WAIT_SECS = 0.003  # the fetch loop's pause while the spout holds all it may
+ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
+MAX_PULLS = 2  # pull requests outstanding at once
+PULL_GRACE_SECS = 1.0  # a pull request is forgotten this long after it expired, if no 408 came
 ERROR_PAUSE_SECS = 0.5
 CLOSE_TIMEOUT_SECS = 10.0
 
@@ -94,7 +98,8 @@ class JetStreamSpout(BrokerSpout):
 
     subject: the consumer's filter subject (and the new stream's subject, when `create_stream`
     creates it; default: the stream's name). ack_wait_secs: default the message timeout.
-    batch_size: messages per fetch; fetch_timeout_secs: how long one fetch may wait.
+    batch_size: messages per pull request; pull_expires_secs: how long one pull request waits at
+    the server for messages.
     """
 
     def __init__(self, stream: str, subject: str | None = None, durable: str = "squall", url: str | None = None, *,
@@ -102,8 +107,8 @@ class JetStreamSpout(BrokerSpout):
                  creds: str | None = None, scheme: Any = "string", fields: Any = ("message",),
                  meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0,
                  dead_letter_subject: str | None = None, dead_letter_stream: str | None = None,
-                 create_stream: bool = True, ack_wait_secs: float | None = None, batch_size: int = 256,
-                 fetch_timeout_secs: float = 0.25, connect_timeout_secs: float = 10.0):
+                 create_stream: bool = True, ack_wait_secs: float | None = None, batch_size: int = 1024,
+                 pull_expires_secs: float = 1.0, connect_timeout_secs: float = 10.0):
         super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
         self.stream = stream
         self.subject = subject
@@ -119,7 +124,7 @@ class JetStreamSpout(BrokerSpout):
         self.create_stream = create_stream
         self.ack_wait_secs = ack_wait_secs
         self.batch_size = int(batch_size)
-        self.fetch_timeout_secs = float(fetch_timeout_secs)
+        self.pull_expires_secs = float(pull_expires_secs)
         self.connect_timeout_secs = float(connect_timeout_secs)
         self._io: _EventLoopThread | None = None
 
@@ -136,7 +141,7 @@ class JetStreamSpout(BrokerSpout):
         self.ack_wait = float(self.ack_wait_secs or self.message_timeout_secs)
         self.max_deliver = self.max_retries + 1
         self.prefetch = self._prefetch()
-        self._incoming: deque = deque()  # fetched, not yet emitted (filled by the loop)
+        self._incoming: deque = deque()  # received, not yet emitted (filled by the loop)
         self._actions: deque = deque()  # acks / naks / dead letters for the loop
         self._done: deque = deque()  # what the loop finished, for hooks and reports on this thread
         self._scheduled = False
@@ -161,12 +166,9 @@ class JetStreamSpout(BrokerSpout):
         if self._done:
             self._finish_done()
         try:
-            nm = self._incoming.popleft()
+            return self._incoming.popleft()
         except IndexError:
             return None
-        md = nm.metadata
-        seq, n = md.sequence.stream, md.num_delivered
-        return Message((seq, n), nm.data, n, handle=nm, headers=nm.headers)
 
     def _act(self, item: tuple) -> None:
         self._actions.append(item)
@@ -213,13 +215,13 @@ class JetStreamSpout(BrokerSpout):
         self._active = True
 
     def deactivate(self) -> None:
-        self._active = False  # the fetch loop stops pulling; what was fetched goes back
+        self._active = False  # the pull loop stops pulling; what was received goes back
         while self._incoming:
             try:
-                nm = self._incoming.popleft()
+                m = self._incoming.popleft()
             except IndexError:
                 break
-            self._act(("nak", Message(None, b"", 0, handle=nm), None))
+            self._act(("nak", m, None))
 
     def _disconnect(self) -> None:
         io, self._io = self._io, None
@@ -265,11 +267,15 @@ class JetStreamSpout(BrokerSpout):
         await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
         await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
         await self._ensure_consumer()
-        self._psub = await self._js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
+        self._inbox = self._nc.new_inbox()
+        self._pulls: dict[str, list] = {}  # reply subject -> [messages still owed, expiry]
+        self._pull_min = min(self.batch_size, max(1, self.prefetch // 4))
+        self._pull_sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_pulled,
+                                                  pending_msgs_limit=-1, pending_bytes_limit=-1)
         if self.task_index == 0:
             await self._nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{self.durable}",
                                      cb=self._on_max_deliveries)
-        self._fetcher = asyncio.ensure_future(self._fetch_loop())
+        self._fetcher = asyncio.ensure_future(self._pull_loop())
         self._keeper = asyncio.ensure_future(self._keep_loop())
         log.info("%s[%d]: consuming JetStream %r durable %r from %s", self.component_id, self.task_index,
                  self.stream, self.durable, self.url)
@@ -304,33 +310,67 @@ class JetStreamSpout(BrokerSpout):
     def _room(self) -> int:
         if not self._active:
             return 0
-        return min(self.batch_size, self.prefetch - len(self._inflight) - len(self._incoming))
+        return self.prefetch - len(self._inflight) - len(self._incoming)
 
-    async def _fetch_loop(self) -> None:
-        incoming = self._incoming
+    async def _pull_loop(self) -> None:
+        """Keep pull requests outstanding for as many messages as the spout has room for.
+
+        A pull request asks the consumer for up to `batch` messages, delivered to a subject of
+        this spout's inbox as they become available, until the request expires (after
+        `pull_expires_secs`); each request gets its own reply subject, where the server says when
+        it is over, so the spout knows how many messages are still owed. At most MAX_PULLS
+        requests are outstanding."""
+        api = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}"
+        expires_ns = int(self.pull_expires_secs * 1e9)
+        n = 0
         while not self._closing:
-            room = self._room()
-            if room <= 0:
-                await asyncio.sleep(ROOM_WAIT_SECS)
+            now = time.monotonic()
+            pulls = self._pulls
+            for subj in [s for s, (_left, until) in pulls.items() if now > until]:
+                del pulls[subj]  # expired (its 408 may have been lost in a reconnect)
+            owed = sum(left for left, _until in pulls.values())
+            room = self._room() - owed
+            if room >= self._pull_min and len(pulls) < MAX_PULLS:
+                batch = min(self.batch_size, room)
+                n += 1
+                subj = f"{self._inbox}.{n}"
+                pulls[subj] = [batch, now + self.pull_expires_secs + PULL_GRACE_SECS]
+                try:
+                    await self._nc.publish(api, json.dumps({"batch": batch, "expires": expires_ns}).encode(),
+                                           reply=subj)
+                except Exception as e:  # noqa: BLE001 - report, pause, go on (nats-py reconnects)
+                    pulls.pop(subj, None)
+                    if not self._closing:
+                        self._done.append(("report", f"pull from JetStream {self.stream!r} failed: "
+                                                     f"{scrub(_describe(e), self._secrets())}", None))
+                    await asyncio.sleep(ERROR_PAUSE_SECS)
                 continue
-            try:
-                msgs = await self._psub.fetch(room, timeout=self.fetch_timeout_secs)
-            except TimeoutError:
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - report, pause, go on (nats-py reconnects)
-                if not self._closing:
-                    self._done.append(("report", f"fetch from JetStream {self.stream!r} failed: "
-                                                 f"{scrub(_describe(e), self._secrets())}", None))
-                await asyncio.sleep(ERROR_PAUSE_SECS)
-                continue
-            if self._active:
-                incoming.extend(msgs)
-            else:  # deactivated while this fetch waited: give them back at once
-                for nm in msgs:
-                    self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
-                self._kick()
+            await asyncio.sleep(ROOM_WAIT_SECS)
+
+    async def _on_pulled(self, nm: Any) -> None:
+        """A message (or a status) for one of this spout's pull requests."""
+        pulls = self._pulls
+        status = nm.headers.get("Status") if nm.headers else None
+        if status is not None and not nm.reply:
+            if status != "100":  # 404/408/409 on the request's own subject: it is over (100: heartbeat)
+                pulls.pop(nm.subject, None)
+            return
+        # A message keeps its stream subject, so count it against the oldest request: the
+        # server serves them in order (and expiry corrects any drift).
+        if pulls:
+            oldest = next(iter(pulls))
+            pulls[oldest][0] -= 1
+            if pulls[oldest][0] <= 0:
+                del pulls[oldest]
+        if not self._active:  # deactivated meanwhile: give it back at once
+            self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
+            self._kick()
+            return
+        md = nm.metadata
+        seq, n = md.sequence.stream, md.num_delivered
+        m = Message((seq, n), nm.data, n, handle=nm, headers=nm.headers)
+        self.decode(m)  # here, off the wave's path
+        self._incoming.append(m)
 
     async def _keep_loop(self) -> None:
         """In-progress acks for messages in flight past a third of the AckWait, so that the server
@@ -405,9 +445,9 @@ class JetStreamSpout(BrokerSpout):
         if self._drainer is not None and not self._drainer.done():
             with contextlib.suppress(Exception):
                 await self._drainer
-        # Give back what this spout held: fetched but not emitted, and trees never finished.
-        for nm in list(self._incoming):
-            self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
+        # Give back what this spout held: received but not emitted, and trees never finished.
+        for m in list(self._incoming):
+            self._actions.append(("nak", m, None))
         self._incoming.clear()
         for m in list(self._inflight.values()):
             self._actions.append(("nak", m, None))

@@ -10,6 +10,11 @@ header: to a delay queue `<queue>.retry` whose TTL sends it back to the queue af
 retries, or when its payload does not decode, it goes to the dead-letter queue `<queue>.dlq`
 with the original body and `squall-*` headers (reason, error, attempts, ...), then is acked.
 
+The connection lives in a thread of its own (pika is not thread-safe): it receives and decodes
+messages into a queue that `next_tuple` only takes from, and it performs the acks, retries and
+dead letters that the spout hands it. `deactivate` cancels the consumer and gives back what was
+not emitted yet; `activate` consumes again.
+
 If the connection drops, RabbitMQ hands every unacked message out again (to this spout after
 it reconnects, or to another consumer); acks and fails of deliveries from the old connection
 are ignored (they are counted as `stale`), and the spout reconnects with a backoff.
@@ -25,7 +30,6 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
 from collections import deque
 from typing import Any
 from urllib.parse import quote
@@ -109,7 +113,7 @@ class RabbitMQSpout(BrokerSpout):
         self.queue_arguments = dict(queue_arguments or {})
         self.heartbeat_secs = heartbeat_secs
         self.connect_timeout_secs = connect_timeout_secs
-        self._conn: Any = None
+        self._thread: threading.Thread | None = None
 
     def _source_name(self) -> str:
         return self.queue
@@ -117,26 +121,162 @@ class RabbitMQSpout(BrokerSpout):
     def _secrets(self) -> list[Any]:
         return [self._url, url_password(self._url.reveal())]
 
-    # -- connection -----------------------------------------------------------------------
+    # -- driver side ----------------------------------------------------------------------
 
     def _connect(self) -> None:
-        # Storm calls activate/deactivate from outside the wave thread: every use of the pika
-        # connection (not thread-safe) holds this lock.
-        self._lock = threading.RLock()
+        self._gen = 0  # the connection's number: a delivery tag means something on its own connection only
+        self._buffer: deque[Message] = deque()  # received and decoded, not yet emitted (filled by the I/O thread)
+        self._actions: deque = deque()  # (kind, message, failure) for the I/O thread
+        self._done: deque = deque()  # (kind, message, failure) the I/O thread finished, for this thread
+        self._scheduled = False
         self._active = True
-        self._consumer_tag: str | None = None
-        self._gen = 0
-        self._buffer: deque = deque()
-        self._conn = self._ch = self._pub = None
-        self._backoff = RECONNECT_MIN_SECS
-        self._next_connect = 0.0
-        try:
-            self._connect_once()
-        except Exception as e:  # noqa: BLE001
+        self._closing = False
+        self._conn: Any = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._io_main, daemon=True,
+                                        name=f"squall-rabbitmq-{self.component_id}-{self.task_index}")
+        self._thread.start()
+        self._ready.wait(self.connect_timeout_secs * 3 + 5)
+        if self._open_error is not None or not self._ready.is_set():
+            self._closing = True
+            self._stop.set()
+            self._thread.join(self.connect_timeout_secs + 5)
+            e = self._open_error or TimeoutError("no answer")
+            if isinstance(e, ValueError):
+                raise e
             raise ConnectionError(f"cannot connect to RabbitMQ at {self.url} (queue {self.queue!r}): "
                                   f"{scrub(_describe(e), self._secrets())}") from None
 
-    def _connect_once(self) -> None:
+    def _next_message(self) -> Message | None:
+        if self._done:
+            self._finish_done()
+        buf = self._buffer
+        while buf:
+            m = buf.popleft()
+            if m.handle[0] == self._gen:
+                return m
+            self.counters.stale += 1  # from a connection that is gone: RabbitMQ redelivers it
+        return None
+
+    def ack(self, msg_id: Any) -> None:
+        if self._done:
+            self._finish_done()
+        super().ack(msg_id)
+
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        if self._done:
+            self._finish_done()
+        super().fail(msg_id, reason=reason)
+
+    def _act(self, item: tuple) -> None:
+        self._actions.append(item)
+        if self._scheduled:
+            return
+        conn = self._conn
+        if conn is None:
+            return  # (re)connecting: the I/O thread runs the actions once connected
+        self._scheduled = True
+        try:
+            conn.add_callback_threadsafe(self._run_actions)
+        except Exception:  # noqa: BLE001 - the connection is going away; the I/O thread drains later
+            self._scheduled = False
+
+    def _ack_message(self, m: Message) -> None:
+        self._act(("ack", m, None))
+
+    def _retry_message(self, m: Message, failure: Failure) -> None:
+        self._act(("retry", m, failure))
+
+    def _dead_letter(self, m: Message, failure: Failure) -> None:
+        self._act(("dead", m, failure))
+
+    def _finish_done(self) -> None:
+        done = self._done
+        while done:
+            kind, m, failure = done.popleft()
+            if kind == "acked":
+                self._acked(m)
+            elif kind == "dead":
+                self._dead_lettered(m, failure)
+            elif kind == "stale":
+                self.counters.stale += 1
+            elif kind == "reconnected":
+                self.counters.reconnects += 1
+            else:
+                self._report(m)
+
+    def _meta(self, m: Message) -> dict[str, Any]:
+        return {"id": m.id, "attempts": m.attempts, "source": self.queue, "redelivered": m.handle[3],
+                "headers": dict(m.headers or {})}
+
+    def deactivate(self) -> None:
+        """Stop consuming: cancel the consumer (pika requeues what it had not dispatched) and
+        give back what the spout had not emitted; trees in flight finish as usual."""
+        self._active = False
+        self._act(("pause", None, None))
+
+    def activate(self) -> None:
+        self._active = True
+        self._act(("resume", None, None))
+
+    def _disconnect(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._closing = True
+        self._stop.set()
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.add_callback_threadsafe(lambda: None)  # wake the I/O thread
+            except Exception:  # noqa: BLE001
+                pass
+        thread.join(self.connect_timeout_secs + 10)
+        self._finish_done()
+
+    # -- the I/O thread -------------------------------------------------------------------
+
+    def _io_main(self) -> None:
+        first = True
+        backoff = RECONNECT_MIN_SECS
+        while not self._closing:
+            try:
+                self._io_connect()
+            except Exception as e:  # noqa: BLE001
+                if first:
+                    self._open_error = e
+                    self._ready.set()
+                    return
+                self._done.append(("report", f"cannot reconnect to RabbitMQ at {self.url}: "
+                                             f"{scrub(_describe(e), self._secrets())}; next try in {backoff:.1f}s",
+                                   None))
+                self._stop.wait(backoff)
+                backoff = min(RECONNECT_MAX_SECS, backoff * 2)
+                continue
+            if first:
+                first = False
+                self._ready.set()
+            else:
+                self._done.append(("reconnected", None, None))
+            backoff = RECONNECT_MIN_SECS
+            try:
+                self._run_actions()  # what was handed over while there was no connection
+                while not self._closing:
+                    self._conn.process_data_events(time_limit=0.1)
+                    if self._actions and not self._scheduled:
+                        self._run_actions()
+                self._run_actions()  # closing: the last acks
+            except _LOST as e:
+                if not self._closing:
+                    self._lost(e)
+                    self._stop.wait(RECONNECT_MIN_SECS)
+            finally:
+                conn, self._conn = self._conn, None
+                _close_quietly(conn)  # what is not acked goes back to the queue
+
+    def _io_connect(self) -> None:
         params = pika.URLParameters(self._url.reveal())
         params.heartbeat = self.heartbeat_secs
         params.blocked_connection_timeout = self.connect_timeout_secs * 3
@@ -151,21 +291,29 @@ class RabbitMQSpout(BrokerSpout):
             ch.basic_qos(prefetch_count=min(MAX_PREFETCH, int(self.prefetch or self._prefetch())))
             pub = conn.channel()
             pub.confirm_delivery()
-            self._gen += 1
-            self._buffer = deque()
-            gen = self._gen
-            buf = self._buffer
-
-            def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
-                buf.append((gen, method.delivery_tag, method.redelivered, props, body))
-
-            self._on_delivery = on_delivery
-            self._consumer_tag = ch.basic_consume(self.queue, on_delivery, auto_ack=False) if self._active else None
         except Exception:
             _close_quietly(conn)
             raise
-        self._conn, self._ch, self._pub = conn, ch, pub
+        self._ch, self._pub = ch, pub
+        self._gen += 1
+        self._consumer_tag = None
+        self._conn = conn
+        if self._active:
+            self._consume()
         log.info("%s[%d]: consuming %r from %s", self.component_id, self.task_index, self.queue, self.url)
+
+    def _consume(self) -> None:
+        gen, buf, decode = self._gen, self._buffer, self.decode
+
+        def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
+            headers = props.headers or {}
+            attempts = max(_int_header(headers, ATTEMPTS_HEADER), _int_header(headers, "x-delivery-count")) + 1
+            tag = method.delivery_tag
+            m = Message((gen, tag), body, attempts, (gen, tag, props, method.redelivered), headers)
+            decode(m)
+            buf.append(m)
+
+        self._consumer_tag = self._ch.basic_consume(self.queue, on_delivery, auto_ack=False)
 
     def _declare(self, ch: Any) -> None:
         try:
@@ -186,100 +334,55 @@ class RabbitMQSpout(BrokerSpout):
     def _lost(self, error: BaseException) -> None:
         """The connection is gone: RabbitMQ requeues what this spout held; forget it, reconnect."""
         dropped = len(self._inflight) + len(self._buffer)
-        self._report(f"RabbitMQ connection to {self.url} lost ({scrub(_describe(error), self._secrets())}); "
-                     f"{dropped} unacked message(s) go back to queue {self.queue!r}; reconnecting")
-        self._inflight.clear()
         self._buffer.clear()
-        conn, self._conn, self._ch, self._pub = self._conn, None, None, None
-        _close_quietly(conn)
-        self._next_connect = time.monotonic()
+        self._done.append(("report", f"RabbitMQ connection to {self.url} lost "
+                                     f"({scrub(_describe(error), self._secrets())}); {dropped} unacked message(s) "
+                                     f"go back to queue {self.queue!r}; reconnecting", None))
 
-    def _maybe_reconnect(self) -> bool:
-        now = time.monotonic()
-        if now < self._next_connect:
-            return False
-        try:
-            self._connect_once()
-        except Exception as e:  # noqa: BLE001 - keep trying, with a backoff
-            self._next_connect = now + self._backoff
-            self._backoff = min(RECONNECT_MAX_SECS, self._backoff * 2)
-            self._report(f"cannot reconnect to RabbitMQ at {self.url}: {scrub(_describe(e), self._secrets())}; "
-                         f"next try in {self._backoff:.1f}s")
-            return False
-        self._backoff = RECONNECT_MIN_SECS
-        self.counters.reconnects += 1
-        return True
+    def _run_actions(self) -> None:
+        """On the I/O thread: the acks, retries, dead letters and pauses the spout handed over."""
+        self._scheduled = False
+        actions, done, gen = self._actions, self._done, self._gen
+        while actions:
+            kind, m, failure = actions.popleft()
+            if kind == "pause":
+                self._pause()
+                continue
+            if kind == "resume":
+                if self._consumer_tag is None and self._active:
+                    self._consume()
+                continue
+            if m.handle[0] != gen:
+                done.append(("stale", m, None))  # its connection is gone: RabbitMQ redelivers it
+                continue
+            tag = m.handle[1]
+            if kind == "ack":
+                self._ch.basic_ack(tag)
+                done.append(("acked", m, None))
+            elif kind == "retry":
+                headers = dict(m.headers or {})
+                headers[ATTEMPTS_HEADER] = m.attempts
+                headers[REASON_HEADER] = failure.kind
+                target = self.retry_queue if self.retry_delay_secs > 0 else self.queue
+                self._republish(m, target, headers)
+            else:
+                headers = dict(m.headers or {})
+                headers.pop(REASON_HEADER, None)
+                headers.update(failure.fields(self.queue, tag))
+                if self._republish(m, self.dead_letter_queue, headers):
+                    done.append(("dead", m, failure))
 
-    def _disconnect(self) -> None:
-        with self._lock:
-            conn, self._conn, self._ch, self._pub = self._conn, None, None, None
-            _close_quietly(conn)  # what is not acked goes back to the queue
-
-    def deactivate(self) -> None:
-        """Stop consuming: cancel the consumer (pika requeues what it had not dispatched) and
-        give back what the spout had not emitted; trees in flight finish as usual."""
-        with self._lock:
-            self._active = False
-            if self._ch is None or self._consumer_tag is None:
-                return
+    def _pause(self) -> None:
+        if self._consumer_tag is not None:
+            self._ch.basic_cancel(self._consumer_tag)  # pika requeues what it had not dispatched
+            self._consumer_tag = None
+        while self._buffer:
             try:
-                self._ch.basic_cancel(self._consumer_tag)
-                self._consumer_tag = None
-                while self._buffer:
-                    gen, tag, *_ = self._buffer.popleft()
-                    if gen == self._gen:
-                        self._ch.basic_nack(tag, requeue=True)
-            except _LOST as e:
-                self._lost(e)
-
-    def activate(self) -> None:
-        with self._lock:
-            self._active = True
-            if self._ch is None or self._consumer_tag is not None:
-                return
-            try:
-                self._consumer_tag = self._ch.basic_consume(self.queue, self._on_delivery, auto_ack=False)
-            except _LOST as e:
-                self._lost(e)
-
-    # -- messages -------------------------------------------------------------------------
-
-    def _next_message_unlocked(self) -> Message | None:
-        if self._conn is None and not self._maybe_reconnect():
-            return None
-        buf = self._buffer
-        if not buf:
-            try:
-                self._conn.process_data_events(time_limit=0)
-            except _LOST as e:
-                self._lost(e)
-                return None
-            if not buf:
-                return None
-        gen, tag, redelivered, props, body = buf.popleft()
-        headers = props.headers or {}
-        attempts = max(_int_header(headers, ATTEMPTS_HEADER), _int_header(headers, "x-delivery-count")) + 1
-        return Message((gen, tag), body, attempts, (gen, tag, props, redelivered), headers)
-
-    def _meta(self, m: Message) -> dict[str, Any]:
-        return {"id": m.id, "attempts": m.attempts, "source": self.queue, "redelivered": m.handle[3],
-                "headers": dict(m.headers or {})}
-
-    def _current(self, m: Message) -> bool:
-        if self._ch is None or m.handle[0] != self._gen:
-            self.counters.stale += 1  # from a connection that is gone: RabbitMQ redelivers it
-            return False
-        return True
-
-    def _ack_message_unlocked(self, m: Message) -> None:
-        if not self._current(m):
-            return
-        try:
-            self._ch.basic_ack(m.handle[1])
-        except _LOST as e:
-            self._lost(e)
-            return
-        self._acked(m)
+                m = self._buffer.popleft()
+            except IndexError:
+                break
+            if m.handle[0] == self._gen:
+                self._ch.basic_nack(m.handle[1], requeue=True)
 
     def _republish(self, m: Message, routing_key: str, headers: dict) -> bool:
         """Publish a copy of `m` (confirmed), then ack the original; False if the copy was refused."""
@@ -291,58 +394,12 @@ class RabbitMQSpout(BrokerSpout):
         try:
             self._pub.basic_publish("", routing_key, m.body, props, mandatory=True)
         except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as e:
-            self._report(f"RabbitMQ refused the copy of message {tag} for {routing_key!r} ({type(e).__name__}); "
-                         f"requeued it as it is")
-            try:
-                self._ch.basic_nack(tag, requeue=True)
-            except _LOST as e2:
-                self._lost(e2)
+            self._done.append(("report", f"RabbitMQ refused the copy of message {tag} for {routing_key!r} "
+                                         f"({type(e).__name__}); requeued it as it is", None))
+            self._ch.basic_nack(tag, requeue=True)
             return False
-        except _LOST as e:
-            self._lost(e)
-            return False
-        try:
-            self._ch.basic_ack(tag)
-        except _LOST as e:
-            self._lost(e)  # the copy is stored: the original comes back too (at least once)
-            return False
+        self._ch.basic_ack(tag)  # if this fails the copy is stored and the original comes back: at least once
         return True
-
-    def _retry_message_unlocked(self, m: Message, failure: Failure) -> None:
-        if not self._current(m):
-            return
-        headers = dict(m.headers or {})
-        headers[ATTEMPTS_HEADER] = m.attempts
-        headers[REASON_HEADER] = failure.kind
-        target = self.retry_queue if self.retry_delay_secs > 0 else self.queue
-        self._republish(m, target, headers)
-
-    def _dead_letter_unlocked(self, m: Message, failure: Failure) -> None:
-        if not self._current(m):
-            return
-        headers = dict(m.headers or {})
-        headers.pop(REASON_HEADER, None)
-        headers.update(failure.fields(self.queue, m.handle[1]))
-        if self._republish(m, self.dead_letter_queue, headers):
-            self._dead_lettered(m, failure)
-
-    # -- every pika call under the lock ----------------------------------------------------
-
-    def _next_message(self) -> Message | None:
-        with self._lock:
-            return self._next_message_unlocked()
-
-    def _ack_message(self, m: Message) -> None:
-        with self._lock:
-            self._ack_message_unlocked(m)
-
-    def _retry_message(self, m: Message, failure: Failure) -> None:
-        with self._lock:
-            self._retry_message_unlocked(m, failure)
-
-    def _dead_letter(self, m: Message, failure: Failure) -> None:
-        with self._lock:
-            self._dead_letter_unlocked(m, failure)
 
 
 def _describe(e: BaseException) -> str:

@@ -52,7 +52,8 @@ log = logging.getLogger("squall.connectors")
 
 ACK_FLUSH_AT = 1000  # acks buffered before they are sent without waiting for next_tuple
 CLAIM_COUNT = 500
-IDLE_POLL_SECS = 0.01  # after an empty read, wait this long before reading again
+READ_BLOCK_MS = 100  # the reader thread's XREADGROUP BLOCK
+ROOM_WAIT_SECS = 0.003  # the reader's pause while the spout holds all it may
 RECONNECT_MIN_SECS = 0.2
 RECONNECT_MAX_SECS = 10.0
 
@@ -132,11 +133,13 @@ class RedisStreamSpout(BrokerSpout):
         self._claim_every = interval if interval is not None else min(5.0, max(0.05, self._idle_ms / 4000))
         self._buffer: deque[Message] = deque()
         self._to_ack: list[Message] = []
+        self._ack_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._recover_pending = False
+        self._acks_since = 0.0  # when the oldest ack in _to_ack came
         self._retry_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
-        self._next_read = 0.0
         self._next_claim = 0.0  # claim at once: pick up what a dead consumer left
-        self._claim_cursor = "0-0"
         self._down_until = 0.0
         self._backoff = RECONNECT_MIN_SECS
         self._field = self.payload_field.encode()
@@ -152,10 +155,10 @@ class RedisStreamSpout(BrokerSpout):
         except Exception as e:  # noqa: BLE001
             raise ConnectionError(f"cannot open consumer group {self.group!r} on Redis stream {self.stream!r} at "
                                   f"{self.url}: {scrub(_describe(e), self._secrets())}") from None
-        self._keeper_stop = threading.Event()
-        self._keeper = threading.Thread(target=self._keep_inflight, daemon=True,
-                                        name=f"squall-redis-keeper-{self.component_id}-{self.task_index}")
-        self._keeper.start()
+        self._stop = threading.Event()
+        self._io = threading.Thread(target=self._io_main, daemon=True,
+                                    name=f"squall-redis-{self.component_id}-{self.task_index}")
+        self._io.start()
         log.info("%s[%d]: consuming stream %r group %r as %r from %s", self.component_id, self.task_index,
                  self.stream, self.group, self.consumer, self.url)
 
@@ -163,8 +166,8 @@ class RedisStreamSpout(BrokerSpout):
         """Redis is unreachable: keep every entry as it is (ids stay valid), try again later."""
         now = time.monotonic()
         self._down_until = now + self._backoff
-        self._report(f"Redis at {self.url} unreachable ({scrub(_describe(error), self._secrets())}); "
-                     f"retrying in {self._backoff:.1f}s")
+        self._report_later(f"Redis at {self.url} unreachable ({scrub(_describe(error), self._secrets())}); "
+                           f"retrying in {self._backoff:.1f}s")
         self._backoff = min(RECONNECT_MAX_SECS, self._backoff * 2)
 
     def _ok(self) -> None:
@@ -175,8 +178,8 @@ class RedisStreamSpout(BrokerSpout):
     def _disconnect(self) -> None:
         if self._r is None:
             return
-        self._keeper_stop.set()
-        self._keeper.join(5)
+        self._stop.set()
+        self._io.join(self.socket_timeout_secs + 5)
         try:
             self._flush_acks()
         finally:
@@ -203,31 +206,18 @@ class RedisStreamSpout(BrokerSpout):
                 self._claim_dead()
             if self._retry_heap and self._retry_heap[0][0] <= now:
                 self._claim_due_retries(now)
-            if not self._buffer and now >= self._next_read:
-                self._read_new(now)
+            if self._recover_pending:
+                self._recover_pending = False
+                self._recover()
         except _LOST as e:
+            self._recover_pending = True
             self._trouble(e)
             return None
         self._ok()
         return self._buffer.popleft() if self._buffer else None
 
     def _room(self) -> int:
-        held = len(self._inflight) + len(self._buffer)
-        mp = self.max_spout_pending
-        return self.batch_size if not mp else max(0, min(self.batch_size, mp - held))
-
-    def _read_new(self, now: float) -> None:
-        n = self._room()
-        if n <= 0:
-            return
-        res = self._r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=n)
-        got = 0
-        for _stream, entries in res or ():
-            for eid, fields in entries:
-                self._buffer.append(self._message(eid, fields, 1))
-                got += 1
-        if not got:
-            self._next_read = now + IDLE_POLL_SECS
+        return min(self.batch_size, self._prefetch() - len(self._inflight) - len(self._buffer))
 
     def _message(self, eid: Any, fields: dict | None, attempts: int) -> Message:
         eid = _s(eid)
@@ -254,9 +244,33 @@ class RedisStreamSpout(BrokerSpout):
                 continue  # deleted from the stream meanwhile (XDEL / trimming): nothing to retry
             self._buffer.append(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
 
+    def _recover(self) -> None:
+        """After a connection error: entries Redis delivered to this consumer whose reply was lost
+        are pending for it but unknown to the spout. Take them back now (XCLAIM to itself)
+        rather than wait for claim_idle. The reader holds _read_lock from its XREADGROUP until
+        the entries are in the buffer, so an entry pending here is known or truly lost."""
+        with self._read_lock:
+            rows = self._r.xpending_range(self.stream, self.group, min="-", max="+",
+                                          count=self._prefetch() + len(self._retry_heap) + 1000,
+                                          consumername=self.consumer)
+            known = self._known()
+            with self._ack_lock:
+                known.update(m.id for m in self._to_ack)
+        lost = {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        for eid in known:
+            lost.pop(eid, None)
+        if not lost:
+            return
+        claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost))
+        for eid, fields in claimed or ():
+            if fields is not None:
+                eid = _s(eid)
+                self._buffer.append(self._message(eid, fields, lost[eid] + 1))  # XCLAIM counted a delivery
+        self.counters.extra["recovered"] = self.counters.extra.get("recovered", 0) + len(lost)
+
     def _known(self) -> set[str]:
         ids = set(self._inflight)
-        ids.update(m.id for m in self._buffer)
+        ids.update(m.id for m in list(self._buffer))
         ids.update(e[2].id for e in self._retry_heap)
         return ids
 
@@ -264,9 +278,11 @@ class RedisStreamSpout(BrokerSpout):
         """Take over entries idle longer than claim_idle (their consumer is gone)."""
         cursor = "0-0"
         known: set[str] | None = None
-        for _ in range(10):  # at most 10 * CLAIM_COUNT entries per claim tick
-            res = self._r.xautoclaim(self.stream, self.group, self.consumer, self._idle_ms, cursor,
-                                     count=CLAIM_COUNT)
+        for _ in range(10):  # at most 10 * CLAIM_COUNT entries per claim tick, and only what fits
+            room = min(CLAIM_COUNT, self._prefetch() - len(self._inflight) - len(self._buffer))
+            if room <= 0:
+                break
+            res = self._r.xautoclaim(self.stream, self.group, self.consumer, self._idle_ms, cursor, count=room)
             cursor, entries = _s(res[0]), res[1]
             fresh = [(_s(eid), fields) for eid, fields in entries if fields is not None]
             if fresh:
@@ -291,43 +307,81 @@ class RedisStreamSpout(BrokerSpout):
                                       consumername=self.consumer)
         return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
-    def _keep_inflight(self) -> None:
-        """A thread with its own connection: resets the idle time of entries this spout has had in
-        flight for a third of claim_idle (XCLAIM ... JUSTID to itself), so that no one else claims
-        them while their trees are still running, even when next_tuple is not called (the
-        topology is at max.spout.pending)."""
-        every = max(0.05, self._idle_ms / 4000)
-        limit = self._idle_ms / 3000
+    def _io_main(self) -> None:
+        """The reader thread, with its own connection: reads new entries (XREADGROUP with a short
+        BLOCK) and decodes them into the buffer while the topology works, never holding more than
+        max.spout.pending; and resets the idle time of entries in flight for a third of
+        claim_idle (XCLAIM ... JUSTID to this consumer), so that no one else claims them while
+        their trees still run, even when next_tuple is not called (at max.spout.pending)."""
+        touch_every = max(0.05, self._idle_ms / 4000)
+        touch_limit = self._idle_ms / 3000
+        next_touch = time.monotonic() + touch_every
+        backoff = RECONNECT_MIN_SECS
         r = None
-        while not self._keeper_stop.wait(every):
-            now = time.monotonic()
-            try:
-                ids = [m.id for m in list(self._inflight.values()) if now - m.emitted_at > limit]
-            except RuntimeError:  # the dict changed while copied: next round
-                continue
-            if not ids:
-                continue
+        streams = {self.stream: ">"}
+        while not self._stop.is_set():
             try:
                 if r is None:
                     r = redis.Redis.from_url(self._url.reveal(), socket_timeout=self.socket_timeout_secs,
                                              socket_connect_timeout=self.socket_timeout_secs)
-                for i in range(0, len(ids), CLAIM_COUNT):
-                    r.xclaim(self.stream, self.group, self.consumer, 0, ids[i:i + CLAIM_COUNT], justid=True)
-                self.counters.extra["touched"] = self.counters.extra.get("touched", 0) + len(ids)
-            except Exception as e:  # noqa: BLE001 - try again next round
-                log.warning("%s: keeping in-flight entries of %r: %s", self.component_id, self.stream,
-                            scrub(_describe(e), self._secrets()))
+                now = time.monotonic()
+                if now >= next_touch:
+                    next_touch = now + touch_every
+                    self._touch(r, now, touch_limit)
+                    if self._to_ack and now - self._acks_since > touch_every:
+                        self._flush_acks()  # next_tuple is not being called (deactivated?): ack anyway
+                room = self._room()
+                if room <= 0:
+                    self._stop.wait(ROOM_WAIT_SECS)
+                    continue
+                with self._read_lock:  # see _recover
+                    res = r.xreadgroup(self.group, self.consumer, streams, count=room, block=READ_BLOCK_MS)
+                    for _stream, entries in res or ():
+                        for eid, fields in entries:
+                            m = self._message(eid, fields, 1)
+                            self.decode(m)
+                            self._buffer.append(m)
+                backoff = RECONNECT_MIN_SECS
+            except Exception as e:  # noqa: BLE001 - report, back off, go on
+                self._recover_pending = True  # the reply of a read may have been lost with the connection
+                self._report_later(f"reading Redis stream {self.stream!r} at {self.url} failed "
+                                   f"({scrub(_describe(e), self._secrets())}); retrying in {backoff:.1f}s")
+                if r is not None:
+                    r.close()
+                    r = None
+                self._stop.wait(backoff)
+                backoff = min(RECONNECT_MAX_SECS, backoff * 2)
         if r is not None:
             r.close()
+
+    def _touch(self, r: Any, now: float, limit: float) -> None:
+        try:
+            ids = [m.id for m in list(self._inflight.values()) if now - m.emitted_at > limit]
+        except RuntimeError:  # the dict changed while copied: next round
+            return
+        for i in range(0, len(ids), CLAIM_COUNT):
+            r.xclaim(self.stream, self.group, self.consumer, 0, ids[i:i + CLAIM_COUNT], justid=True)
+        if ids:
+            self.counters.extra["touched"] = self.counters.extra.get("touched", 0) + len(ids)
 
     # -- acks, retries, dead letters ----------------------------------------------------------
 
     def _ack_message(self, m: Message) -> None:
-        self._to_ack.append(m)
+        with self._ack_lock:
+            if not self._to_ack:
+                self._acks_since = time.monotonic()
+            self._to_ack.append(m)
         if len(self._to_ack) >= ACK_FLUSH_AT:
             self._flush_acks()
 
     def _flush_acks(self, raise_lost: bool = False) -> None:
+        """XACK what was acked. Usually on the wave's thread; deactivate (called from elsewhere)
+        and the reader thread (for acks waiting long, e.g. while deactivated) flush too: hence
+        the lock."""
+        with self._ack_lock:
+            self._flush_acks_locked(raise_lost)
+
+    def _flush_acks_locked(self, raise_lost: bool) -> None:
         while self._to_ack and self._r is not None:
             chunk = self._to_ack[:ACK_FLUSH_AT]
             try:

@@ -135,6 +135,10 @@ class Coordinator:
         self.executor.stop()
 
     def set_active(self, active: bool) -> None:
+        with self.lock:  # between waves: a spout's callbacks never run concurrently
+            self._set_active(active)
+
+    def _set_active(self, active: bool) -> None:
         for st in self.spouts:
             if st.active != active:
                 st.active = active

@@ -1,0 +1,405 @@
+"""Broker connectors: messages/s end to end through squall vs. the broker's raw consume rate.
+Prints one JSON line.
+
+For each broker (RabbitMQ 127.0.0.1:5672, Redis 6379, NATS JetStream 4222; one that cannot be
+reached is reported as such and skipped):
+
+- raw: the same client library consumes N messages with one ack per message (RabbitMQ:
+  basic_consume with prefetch = the spout's max pending, basic_ack each; Redis: XREADGROUP
+  COUNT 500 and one XACK per batch; NATS: the faster of pull `fetch(256)` and pull requests
+  kept outstanding with a subscription callback, acking each).
+- squall: the connector spout feeds a two-bolt topology (parse -> sink, 2 tasks each, anchored,
+  acking) on the Spark engine (`local[2]` by default). After a warm-up batch the topology is
+  deactivated, N messages are published, and the clock runs from `activate` until the spout
+  has acked all N at the broker.
+
+`ratio` = squall / raw; the goal is >= 0.7. `engine_ceiling` is the same topology fed by an
+in-memory spout (same payloads, same JSON decoding): what the engine itself reaches on this
+machine, an upper bound for any connector.
+
+    .venv/bin/python bench/brokers.py [--messages 20000] [--master local[2]] [--brokers rabbitmq,redis,nats]
+                                      [--engine spark|local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from squall import Bolt, Config, LocalCluster, Spout, TopologyBuilder  # noqa: E402
+
+GOAL_RATIO = 0.7
+MAX_PENDING = 50000  # per wave: the Spark engine's cost is mostly per wave, so waves are big
+WAVE_SECS = 2.0
+WARMUP = 2000
+RABBITMQ_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+
+def payloads(n: int, start: int = 0) -> list[bytes]:
+    return [b'{"id": %d, "text": "the quick brown fox jumps over the lazy dog"}' % i for i in range(start, start + n)]
+
+
+# -- the topology -----------------------------------------------------------------------------
+
+
+class Parse(Bolt):
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "words"])
+
+    def execute(self, t: Any) -> None:  # noqa: A002
+        msg = t[0]
+        self.collector.emit([msg["id"], len(msg["text"].split())], anchors=t)
+        self.collector.ack(t)
+
+
+class Sink(Bolt):
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.words = 0
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def execute(self, t: Any) -> None:  # noqa: A002
+        self.words += t[1]
+        self.collector.ack(t)
+
+
+def topology(spout: Any):
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("parse", Parse(), parallelism=2).shuffle_grouping("src")
+    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("parse")
+    return b.create_topology()
+
+
+def conf() -> Config:
+    c = Config()
+    c.set_max_spout_pending(MAX_PENDING)
+    c.set_message_timeout_secs(60)
+    c[Config.SQUALL_WAVE_MAX_TUPLES] = MAX_PENDING
+    c[Config.SQUALL_WAVE_MAX_SECS] = WAVE_SECS
+    return c
+
+
+def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+    with LocalCluster(engine=engine, spark=spark) as cluster:
+        cluster.submit_topology("bench", conf(), topology(spout))
+        coord = cluster.coordinator("bench")
+        task = coord.spouts[0].spout
+
+        def wait_acked(k: int) -> None:
+            deadline = time.monotonic() + timeout
+            while task.counters.acked < k:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"acked {task.counters.acked} of {k} after {timeout}s")
+                time.sleep(0.01)
+
+        publish(payloads(WARMUP, 10**9))
+        wait_acked(WARMUP)
+        cluster.deactivate("bench")
+        publish(payloads(n))
+        waves0 = coord.waves_done
+        t0 = time.perf_counter()
+        cluster.activate("bench")
+        wait_acked(WARMUP + n)
+        secs = time.perf_counter() - t0
+        waves = coord.waves_done - waves0
+        errors = coord.error_count
+        cluster.kill_topology("bench")
+    return {"secs": secs, "rate": n / secs, "waves": waves, "errors": errors}
+
+
+# -- RabbitMQ ----------------------------------------------------------------------------------
+
+
+def bench_rabbitmq(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+    import pika
+
+    from squall.connectors.rabbitmq import RabbitMQSpout
+
+    conn = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+    ch = conn.channel()
+    queue = f"squall-bench-{uuid.uuid4().hex[:8]}"
+    ch.queue_declare(queue, durable=True)
+
+    def publish(bodies: list[bytes]) -> None:
+        """Publish (no confirm per message: slow in pika); when nothing consumes the queue, wait
+        until it holds them all."""
+        start = ch.queue_declare(queue, passive=True)
+        props = pika.BasicProperties(delivery_mode=2)
+        for body in bodies:
+            ch.basic_publish("", queue, body, props)
+        if start.method.consumer_count:
+            return
+        while ch.queue_declare(queue, passive=True).method.message_count < start.method.message_count + len(bodies):
+            time.sleep(0.02)
+
+    try:
+        publish(payloads(n))
+        c2 = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+        ch2 = c2.channel()
+        ch2.basic_qos(prefetch_count=MAX_PENDING)
+        got = [0]
+
+        def on_message(c: Any, method: Any, props: Any, body: bytes) -> None:
+            json.loads(body)
+            c.basic_ack(method.delivery_tag)
+            got[0] += 1
+            if got[0] >= n:
+                c.stop_consuming()
+
+        ch2.basic_consume(queue, on_message)
+        t0 = time.perf_counter()
+        ch2.start_consuming()
+        raw_secs = time.perf_counter() - t0
+        c2.close()
+        sq = squall_rate(RabbitMQSpout(queue, RABBITMQ_URL, scheme="json"), publish, n, engine, spark, timeout)
+    finally:
+        for q in (queue, f"{queue}.retry", f"{queue}.dlq"):
+            ch.queue_delete(q)
+        conn.close()
+    return result(n / raw_secs, sq)
+
+
+# -- Redis -------------------------------------------------------------------------------------
+
+
+def bench_redis(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+    import redis
+
+    from squall.connectors.redis import RedisStreamSpout
+
+    r = redis.Redis.from_url(REDIS_URL)
+    stream = f"squall-bench-{uuid.uuid4().hex[:8]}"
+
+    def publish(bodies: list[bytes]) -> None:
+        for i in range(0, len(bodies), 1000):
+            pipe = r.pipeline(transaction=False)
+            for b in bodies[i:i + 1000]:
+                pipe.xadd(stream, {"payload": b})
+            pipe.execute()
+
+    try:
+        publish(payloads(n))
+        r.xgroup_create(stream, "raw", id="0")
+        got = 0
+        t0 = time.perf_counter()
+        while got < n:
+            res = r.xreadgroup("raw", "raw-1", {stream: ">"}, count=500)
+            ids = []
+            for _s, entries in res or ():
+                for eid, fields in entries:
+                    json.loads(fields[b"payload"])
+                    ids.append(eid)
+            if ids:
+                r.xack(stream, "raw", *ids)
+                got += len(ids)
+        raw_secs = time.perf_counter() - t0
+        r.delete(stream)  # the squall group starts from a fresh stream
+        sq = squall_rate(RedisStreamSpout(stream, "squall", REDIS_URL, scheme="json"), publish, n, engine, spark,
+                         timeout)
+    finally:
+        r.delete(stream, f"{stream}:dlq")
+        r.close()
+    return result(n / raw_secs, sq)
+
+
+# -- NATS JetStream --------------------------------------------------------------------------
+
+
+def bench_nats(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+    import nats
+
+    from squall.connectors.nats import JetStreamSpout
+
+    stream = f"squall-bench-{uuid.uuid4().hex[:8]}"
+    loop = asyncio.new_event_loop()
+    nc = loop.run_until_complete(nats.connect(NATS_URL))
+    js = nc.jetstream()
+    loop.run_until_complete(js.add_stream(name=stream, subjects=[stream]))
+
+    def publish(bodies: list[bytes]) -> None:
+        async def go() -> None:
+            start = (await js.stream_info(stream)).state.messages
+            for b in bodies:
+                await nc.publish(stream, b)
+            await nc.flush()
+            while (await js.stream_info(stream)).state.messages < start + len(bodies):
+                await asyncio.sleep(0.02)
+
+        loop.run_until_complete(go())
+
+    async def raw() -> float:
+        psub = await js.pull_subscribe(stream, durable="raw", stream=stream)
+        got = 0
+        t0 = time.perf_counter()
+        while got < n:
+            try:
+                msgs = await psub.fetch(256, timeout=1)
+            except TimeoutError:
+                continue
+            for m in msgs:
+                json.loads(m.data)
+                await m.ack()
+            got += len(msgs)
+        await nc.flush()
+        return time.perf_counter() - t0
+
+    async def raw_pull() -> float:
+        """The same client at its best: pull requests kept outstanding, messages handled in a
+        subscription callback (what the spout does), no fetch() call per batch."""
+        await js.add_consumer(stream, durable_name="raw-pull", ack_policy="explicit", max_ack_pending=MAX_PENDING)
+        inbox = nc.new_inbox()
+        done = asyncio.Event()
+        got = [0]
+        owed = [0]
+
+        async def on_msg(m: Any) -> None:
+            if m.headers and m.headers.get("Status") and not m.reply:
+                owed[0] = 0  # request over
+                return
+            owed[0] -= 1
+            json.loads(m.data)
+            await m.ack()
+            got[0] += 1
+            if got[0] >= n:
+                done.set()
+
+        sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        t0 = time.perf_counter()
+        while not done.is_set():
+            if owed[0] <= 0:
+                owed[0] = 1024
+                await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.raw-pull",
+                                 json.dumps({"batch": 1024, "expires": 1_000_000_000}).encode(), reply=inbox)
+            await asyncio.sleep(0.001)
+        await nc.flush()
+        secs = time.perf_counter() - t0
+        await sub.unsubscribe()
+        return secs
+
+    try:
+        publish(payloads(n))
+        raw_secs = loop.run_until_complete(raw())
+        raw_pull_secs = loop.run_until_complete(raw_pull())
+        loop.run_until_complete(js.purge_stream(stream))  # the squall durable starts on an empty stream
+        sq = squall_rate(JetStreamSpout(stream, durable="squall", url=NATS_URL, scheme="json"), publish, n, engine,
+                         spark, timeout)
+    finally:
+        for s in (stream, f"{stream}_DLQ"):
+            try:
+                loop.run_until_complete(js.delete_stream(s))
+            except Exception:  # noqa: BLE001
+                pass
+        loop.run_until_complete(nc.close())
+        loop.close()
+    out = result(n / min(raw_secs, raw_pull_secs), sq)
+    out["raw_fetch_msgs_per_sec"] = round(n / raw_secs)
+    out["raw_pull_msgs_per_sec"] = round(n / raw_pull_secs)
+    return out
+
+
+def result(raw_rate: float, sq: dict[str, Any]) -> dict[str, Any]:
+    return {"raw_msgs_per_sec": round(raw_rate), "squall_msgs_per_sec": round(sq["rate"]),
+            "ratio": round(sq["rate"] / raw_rate, 3), "squall_secs": round(sq["secs"], 2), "waves": sq["waves"],
+            "errors": sq["errors"]}
+
+
+class MemorySpout(Spout):
+    """The same messages from memory (decoded as the connectors do), for the engine's own ceiling."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.counters = type("Counters", (), {"acked": 0})()
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["message"])
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.active = True
+        self.next_id = 0
+
+    def next_tuple(self) -> None:
+        if self.active and self.bodies:
+            self.collector.emit([json.loads(self.bodies.pop())], msg_id=self.next_id)
+            self.next_id += 1
+
+    def ack(self, msg_id: Any) -> None:
+        self.counters.acked += 1
+
+    def fail(self, msg_id: Any) -> None:
+        pass
+
+    def activate(self) -> None:
+        self.active = True
+
+    def deactivate(self) -> None:
+        self.active = False
+
+    def close(self) -> None:
+        pass
+
+    def __deepcopy__(self, memo: dict) -> MemorySpout:
+        return self
+
+
+def bench_engine(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+    spout = MemorySpout()
+    sq = squall_rate(spout, lambda bodies: spout.bodies.extend(bodies), n, engine, spark, timeout)
+    return {"squall_msgs_per_sec": round(sq["rate"]), "squall_secs": round(sq["secs"], 2), "waves": sq["waves"]}
+
+
+BENCHES = {"rabbitmq": bench_rabbitmq, "redis": bench_redis, "nats": bench_nats}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="connector throughput vs. the raw client")
+    p.add_argument("--messages", type=int, default=60000)
+    p.add_argument("--engine", choices=("spark", "local"), default="spark")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--brokers", default="rabbitmq,redis,nats")
+    p.add_argument("--timeout", type=float, default=300)
+    args = p.parse_args(argv)
+    logging.getLogger("squall").setLevel(logging.ERROR)
+    spark = None
+    if args.engine == "spark":
+        from squall.engine.spark.session import get_or_create_session
+
+        spark = get_or_create_session(args.master, app_name="squall-bench-brokers")
+    out: dict[str, Any] = {"engine": args.engine, "master": args.master if args.engine == "spark" else None,
+                           "messages": args.messages, "max_spout_pending": MAX_PENDING, "goal_ratio": GOAL_RATIO}
+    for name in args.brokers.split(","):
+        try:
+            out[name] = BENCHES[name](args.messages, args.engine, spark, args.timeout)
+        except Exception as e:  # noqa: BLE001 - one broker down does not hide the others
+            out[name] = {"error": f"{type(e).__name__}: {e}"}
+    try:  # the same topology fed from memory: what the engine itself does on this machine
+        out["engine_ceiling"] = bench_engine(args.messages, args.engine, spark, args.timeout)
+    except Exception as e:  # noqa: BLE001
+        out["engine_ceiling"] = {"error": f"{type(e).__name__}: {e}"}
+    ratios = [v["ratio"] for k, v in out.items() if k in BENCHES and "ratio" in v]
+    out["min_ratio"] = min(ratios) if ratios else None
+    out["goal_met"] = bool(ratios) and min(ratios) >= GOAL_RATIO
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
