@@ -226,7 +226,9 @@ def test_kill_and_restart_loses_nothing(r, tmp_path):
     out = tmp_path / "out.txt"
     worker = start_worker("redis", stream, out, delay_ms=1)
     try:
-        wait_until(lambda: sum(read_ids(out).values()) >= n // 4, 60, lambda: f"{sum(read_ids(out).values())} lines")
+        # Kill it while it holds entries (between two batches it may briefly hold none).
+        wait_until(lambda: sum(read_ids(out).values()) >= n // 4 and r.xpending(stream, "squall-kill")["pending"] > 0,
+                   60, lambda: f"{sum(read_ids(out).values())} lines")
         assert worker.poll() is None
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(10)
