@@ -99,7 +99,7 @@ class Coordinator:
         self.wave = 0
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
-        self._spout_roots: list[tuple[SpoutTask, np.ndarray, np.ndarray]] = []
+        self._spout_roots: list[tuple[np.ndarray, np.ndarray]] = []  # this wave's (roots, init values)
         # Lost waves: attempts per (spout task, msg id), and this wave's roots' msg ids and values.
         self.max_replays = int(self.conf[Config.SQUALL_MAX_REPLAYS])
         self.attempts: dict[tuple[int, Any], int] = {}
@@ -155,24 +155,20 @@ class Coordinator:
             t0 = time.perf_counter()
             self.wave += 1
             outputs: list[tuple[int, TupleBatch]] = []
-            init_roots: list[np.ndarray] = []
-            init_vals: list[np.ndarray] = []
             emitted = 0
-            now = self.clock.now()
             for st in self.spouts:
                 if not st.active:
                     continue
                 res = self._call_spout(st)
                 emitted += res.emitted
                 outputs.extend(res.outputs)
-            for _st, roots, vals in self._spout_roots:
-                init_roots.append(roots)
-                init_vals.append(vals)
+            empty = np.zeros(0, np.uint64)
+            init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
+            init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
             self._spout_roots = []
-            wave_roots = np.concatenate(init_roots) if init_roots else np.zeros(0, np.uint64)
-            wave_out = self._execute(outputs, wave_roots, True) if outputs else WaveOutput()
+            wave_out = self._execute(outputs, init_roots, True) if outputs else WaveOutput()
             self._wave_msgs = {}
-            acked, failed = self._apply(wave_out, init_roots, init_vals, now)
+            acked, failed = self._apply(wave_out, init_roots, init_vals)
             failed += self._rotate_if_due()
             self.waves_done += 1
             return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, time.perf_counter() - t0)
@@ -206,7 +202,7 @@ class Coordinator:
                 rl = roots.tolist()
                 pending.add(rl, msg_ids, self.clock.now())
                 self._root_task.update(dict.fromkeys(rl, st.task_id))
-                self._spout_roots.append((st, roots, vals))
+                self._spout_roots.append((roots, vals))
                 for r, m, v in zip(rl, msg_ids, st.last_values):
                     self._wave_msgs[r] = (st.task_id, m, v)
         else:
@@ -275,18 +271,15 @@ class Coordinator:
                   msg_id, attempts, error)
         self._spout_ack(st, msg_id)
 
-    def _apply(self, out: WaveOutput, init_roots: list[np.ndarray], init_vals: list[np.ndarray],
-               started: float) -> tuple[int, int]:
+    def _apply(self, out: WaveOutput, init_roots: np.ndarray, init_vals: np.ndarray) -> tuple[int, int]:
         for comp, ts in out.stats.items():
             self.stats[comp].add_counters(*ts.counters)
         self._record(out.errors)
         merge_captured(self.captured, out.captured)
         if not self.tracking:
             return 0, 0
-        ir = np.concatenate(init_roots) if init_roots else np.zeros(0, np.uint64)
-        iv = np.concatenate(init_vals) if init_vals else np.zeros(0, np.uint64)
         fail_roots = np.array(out.fail_roots, np.uint64)
-        verdicts = self.ledger.apply(ir, iv, out.ack_roots, out.ack_vals, fail_roots)
+        verdicts = self.ledger.apply(init_roots, init_vals, out.ack_roots, out.ack_vals, fail_roots)
         if self._dead_roots:
             self.ledger.forget(np.array(self._dead_roots, np.uint64))
             self._dead_roots = []
