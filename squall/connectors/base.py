@@ -478,3 +478,48 @@ class BrokerSpout(Spout):
     # Do not show passwords: connectors keep them as Secret and their repr shows no URL secret.
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._source_name()!r})"
+
+
+class IOThreadBrokerSpout(BrokerSpout):
+    """A BrokerSpout whose broker client lives in an I/O thread of its own: acks, retries and
+    dead letters are queued as actions (`_act`, run by that thread), and what the thread has
+    finished comes back through the `_done` deque, drained on the spout's own thread."""
+
+    RETRY_ACTION = "retry"  # the action names the subclass's I/O thread understands
+    DEAD_ACTION = "dead"
+
+    def _act(self, item: tuple) -> None:
+        raise NotImplementedError
+
+    def ack(self, msg_id: Any) -> None:
+        if self._done:
+            self._finish_done()
+        super().ack(msg_id)
+
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        if self._done:
+            self._finish_done()
+        super().fail(msg_id, reason=reason)
+
+    def _ack_message(self, m: Message) -> None:
+        self._act(("ack", m, None))
+
+    def _retry_message(self, m: Message, failure: Failure) -> None:
+        self._act((self.RETRY_ACTION, m, failure))
+
+    def _dead_letter(self, m: Message, failure: Failure) -> None:
+        self._act((self.DEAD_ACTION, m, failure))
+
+    def _finish_done(self) -> None:
+        done = self._done
+        while done:
+            kind, m, failure = done.popleft()
+            if kind == "acked":
+                self._acked(m)
+            elif kind == "dead":
+                self._dead_lettered(m, failure)
+            else:
+                self._other_done(kind, m)
+
+    def _other_done(self, kind: str, m: Message) -> None:
+        self._report(m)

@@ -42,8 +42,8 @@ import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from squall.connectors.base import (
-    BrokerSpout,
     Failure,
+    IOThreadBrokerSpout,
     Message,
     Secret,
     env_first,
@@ -92,7 +92,7 @@ class _EventLoopThread:
             self.loop.close()
 
 
-class JetStreamSpout(BrokerSpout):
+class JetStreamSpout(IOThreadBrokerSpout):
     """A reliable spout over the JetStream stream `stream`, durable pull consumer `durable`; see
     the module docstring.
 
@@ -101,6 +101,9 @@ class JetStreamSpout(BrokerSpout):
     batch_size: messages per pull request; pull_expires_secs: how long one pull request waits at
     the server for messages.
     """
+
+    RETRY_ACTION = "nak"
+    DEAD_ACTION = "dlq"
 
     def __init__(self, stream: str, subject: str | None = None, durable: str = "squall", url: str | None = None, *,
                  user: str | None = None, password: str | None = None, token: str | None = None,
@@ -175,36 +178,6 @@ class JetStreamSpout(BrokerSpout):
         if not self._scheduled and self._io is not None:
             self._scheduled = True
             self._io.soon(self._kick)
-
-    def ack(self, msg_id: Any) -> None:
-        if self._done:
-            self._finish_done()
-        super().ack(msg_id)
-
-    def fail(self, msg_id: Any, reason: Any = None) -> None:
-        if self._done:
-            self._finish_done()
-        super().fail(msg_id, reason=reason)
-
-    def _ack_message(self, m: Message) -> None:
-        self._act(("ack", m, None))
-
-    def _retry_message(self, m: Message, failure: Failure) -> None:
-        self._act(("nak", m, failure))
-
-    def _dead_letter(self, m: Message, failure: Failure) -> None:
-        self._act(("dlq", m, failure))
-
-    def _finish_done(self) -> None:
-        done = self._done
-        while done:
-            kind, m, failure = done.popleft()
-            if kind == "acked":
-                self._acked(m)
-            elif kind == "dead":
-                self._dead_lettered(m, failure)
-            else:
-                self._report(m)
 
     def _meta(self, m: Message) -> dict[str, Any]:
         nm = m.handle

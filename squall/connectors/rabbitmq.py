@@ -38,8 +38,7 @@ import pika
 import pika.exceptions
 
 from squall.connectors.base import (
-    BrokerSpout,
-    Failure,
+    IOThreadBrokerSpout,
     Message,
     Secret,
     env_first,
@@ -84,7 +83,7 @@ def _int_header(headers: dict, name: str) -> int:
         return 0
 
 
-class RabbitMQSpout(BrokerSpout):
+class RabbitMQSpout(IOThreadBrokerSpout):
     """A reliable spout over the RabbitMQ queue `queue`; see the module docstring.
 
     scheme: "string", "json", "bytes" or a callable; fields: the payload's field name;
@@ -160,16 +159,6 @@ class RabbitMQSpout(BrokerSpout):
             self.counters.stale += 1  # from a connection that is gone: RabbitMQ redelivers it
         return None
 
-    def ack(self, msg_id: Any) -> None:
-        if self._done:
-            self._finish_done()
-        super().ack(msg_id)
-
-    def fail(self, msg_id: Any, reason: Any = None) -> None:
-        if self._done:
-            self._finish_done()
-        super().fail(msg_id, reason=reason)
-
     def _act(self, item: tuple) -> None:
         self._actions.append(item)
         if self._scheduled:
@@ -183,29 +172,13 @@ class RabbitMQSpout(BrokerSpout):
         except Exception:  # noqa: BLE001 - the connection is going away; the I/O thread drains later
             self._scheduled = False
 
-    def _ack_message(self, m: Message) -> None:
-        self._act(("ack", m, None))
-
-    def _retry_message(self, m: Message, failure: Failure) -> None:
-        self._act(("retry", m, failure))
-
-    def _dead_letter(self, m: Message, failure: Failure) -> None:
-        self._act(("dead", m, failure))
-
-    def _finish_done(self) -> None:
-        done = self._done
-        while done:
-            kind, m, failure = done.popleft()
-            if kind == "acked":
-                self._acked(m)
-            elif kind == "dead":
-                self._dead_lettered(m, failure)
-            elif kind == "stale":
-                self.counters.stale += 1
-            elif kind == "reconnected":
-                self.counters.reconnects += 1
-            else:
-                self._report(m)
+    def _other_done(self, kind: str, m: Message) -> None:
+        if kind == "stale":
+            self.counters.stale += 1
+        elif kind == "reconnected":
+            self.counters.reconnects += 1
+        else:
+            self._report(m)
 
     def _meta(self, m: Message) -> dict[str, Any]:
         return {"id": m.id, "attempts": m.attempts, "source": self.queue, "redelivered": m.handle[3],
