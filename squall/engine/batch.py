@@ -47,10 +47,6 @@ class TupleBatch:
     def field_index(self) -> dict[str, int]:
         return self._findex
 
-    @property
-    def tracked(self) -> bool:
-        return self.anc_off is not None and len(self.anc_root) > 0
-
     def anchors_of(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         if self.anc_off is None:
             return np.zeros(0, _U64), np.zeros(0, _U64)

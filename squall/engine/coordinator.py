@@ -109,7 +109,6 @@ class Coordinator:
         self.lost_waves = 0
         self._dead_roots: list[int] = []
         self.lock = threading.RLock()
-        self.started = False
         self.closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -121,7 +120,6 @@ class Coordinator:
             st.open()
             st.spout.activate()  # as Storm: an active topology's spouts are activated after open
             self._collect_late_errors(st)
-        self.started = True
 
     def close(self) -> None:
         if self.closed:

@@ -62,11 +62,6 @@ class TaskResult:
     exec_secs: float = 0.0
     captured: dict[str, list[list]] | None = None
 
-    def acks(self) -> tuple[np.ndarray, np.ndarray]:
-        if not self.ack_roots:
-            return _EMPTY_U, _EMPTY_U
-        return np.concatenate(self.ack_roots), np.concatenate(self.ack_vals)
-
 
 _get_b = attrgetter("_b")
 _get_i = attrgetter("_i")

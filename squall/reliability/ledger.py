@@ -135,10 +135,6 @@ class AckerLedger:
         self._compact()
         return out
 
-    def pending_roots(self) -> np.ndarray:
-        slots = np.flatnonzero(self._vals[: self._n])
-        return np.concatenate([self._roots_of(slots), self._old_q * self.stride + self.phase])
-
     # -- internals ------------------------------------------------------------------------
 
     def _slots(self, roots: np.ndarray) -> np.ndarray:

@@ -56,6 +56,3 @@ class SpoutPending:
             if e is not None:
                 out.append((r, e[0], e[1]))
         return out
-
-    def roots(self) -> list[int]:
-        return list(self._items)
