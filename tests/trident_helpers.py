@@ -76,3 +76,6 @@ class ShiftingOpaqueSpout(OpaqueTransactionalSpout):
             return None
         end = min(len(lines), start + self.rng.randint(1, self.max_batch))
         return [[s] for s in lines[start:end]], end
+
+    def replay_batch(self, txid: int, prev_meta: Any, meta: Any) -> list[list]:
+        return [[s] for s in self._lines()[prev_meta or 0:meta]]

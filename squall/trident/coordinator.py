@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.api.components import Spout
-from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TridentSpout
+from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, OpaqueTransactionalSpout, TridentSpout
 
 log = logging.getLogger("squall.trident")
 
@@ -46,6 +46,7 @@ class _Batch:
     attempt: int = 0
     status: str = "new"  # new -> emitted -> processed -> committing
     commit_try: int = 0
+    pinned: bool = False  # an opaque batch whose commit may have reached some state: replay it as it was
 
 
 class TridentSpoutExecutor(Spout):
@@ -77,8 +78,9 @@ class TridentSpoutExecutor(Spout):
         self.replay: deque[int] = deque()
         self.next_txid = self.committed + 1
         # Batches persisted but not committed before a restart run again first, same txids.
+        committing = self._get("committing")
         while self._get(f"meta/{self.next_txid}") is not None:
-            self.batches[self.next_txid] = _Batch(self.next_txid)
+            self.batches[self.next_txid] = _Batch(self.next_txid, pinned=self._pin(self.next_txid, committing))
             self.replay.append(self.next_txid)
             self.next_txid += 1
         if self.replay:
@@ -87,6 +89,19 @@ class TridentSpoutExecutor(Spout):
         self.spout.open(conf, context)
         self.batches_committed = 0
         self.exhausted = False  # the spout had no new batch the last time it was asked
+
+    def _pin(self, txid: int, committing: Any) -> bool:
+        """After a restart, an opaque batch whose commit had started is replayed exactly as it
+        was (some state tasks may have committed it): a changed batch would leave their keys
+        with tuples that the next batch counts again. Needs the spout's `replay_batch`."""
+        if self.spout.kind != OPAQUE or committing != txid:
+            return False
+        if type(self.spout).replay_batch is OpaqueTransactionalSpout.replay_batch:
+            log.warning("trident %s: the commit of txid %d may be partial and %s cannot replay a batch exactly "
+                        "(no replay_batch): keys of the first version not in the new one may count twice",
+                        self.name, txid, type(self.spout).__name__)
+            return False
+        return True
 
     def close(self) -> None:
         self.spout.close()
@@ -112,6 +127,8 @@ class TridentSpoutExecutor(Spout):
         if b is not None and b.status == "processed":
             b.status = "committing"
             b.commit_try += 1
+            # From here on some state tasks may hold this batch: its contents must not change.
+            self._put("committing", b.txid)
             self.collector.emit([(b.txid, b.attempt)], msg_id=("commit", b.txid, b.attempt, b.commit_try),
                                 stream=COMMIT_STREAM)
             return
@@ -141,7 +158,11 @@ class TridentSpoutExecutor(Spout):
             if rows is None:
                 return False
         elif kind == OPAQUE:
-            got = self.spout.emit_batch(txid, self._get(f"meta/{txid - 1}"))
+            if b.pinned:
+                meta = self._get(f"meta/{txid}")
+                got = (self.spout.replay_batch(txid, self._get(f"meta/{txid - 1}"), meta), meta)
+            else:
+                got = self.spout.emit_batch(txid, self._get(f"meta/{txid - 1}"))
             if got is None:
                 return False
             rows, meta = got
@@ -179,6 +200,7 @@ class TridentSpoutExecutor(Spout):
         elif kind == "commit" and b.status == "committing" and msg_id[3] == b.commit_try:
             self.committed = txid
             self._put("committed", txid)
+            self._put("committing", None)
             self._put(f"meta/{txid - 1}", None)  # the next batch needs only this one's meta
             del self.batches[txid]
             self.batches_committed += 1

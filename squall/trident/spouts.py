@@ -61,6 +61,12 @@ class OpaqueTransactionalSpout(TridentSpout):
     def emit_batch(self, txid: int, prev_meta: Any) -> tuple[list[list], Any] | None:
         raise NotImplementedError
 
+    def replay_batch(self, txid: int, prev_meta: Any, meta: Any) -> list[list]:
+        """Optional: the rows of the batch that emit_batch returned with `meta`. Used only when
+        the driver died while committing txid (some state may hold it), so that batch must
+        not change; without it, such a replay may count keys of the first version twice."""
+        raise NotImplementedError
+
 
 class NonTransactionalSpout(TridentSpout):
     """next_batch(txid) -> rows or None. A failed batch is dropped, not replayed."""
