@@ -1,7 +1,7 @@
 """Runs the Trident word count from a directory of JSON-lines files into SQLite or PostgreSQL
 state until everything is committed; the kill test SIGKILLs it at random moments and restarts.
 
-    python tests/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE transactional|opaque file|shifting
+    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE transactional|opaque file|shifting
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from squall import Config, LocalCluster  # noqa: E402
 from squall.trident import (  # noqa: E402
@@ -20,7 +20,7 @@ from squall.trident import (  # noqa: E402
     SQLiteMapState,
     TridentTopology,
 )
-from tests.trident_helpers import ShiftingOpaqueSpout, Split  # noqa: E402
+from tests.support.trident_helpers import ShiftingOpaqueSpout, Split  # noqa: E402
 
 
 def factory(backend: str, target: str, kind: str):

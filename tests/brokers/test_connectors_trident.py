@@ -10,8 +10,8 @@ import uuid
 from squall import LocalCluster
 from squall.connectors.trident_spouts import JetStreamTransactionalSpout, RedisStreamTransactionalSpout
 from squall.trident import BaseFunction, Count, MemoryMapState, TridentTopology
-from tests.connector_helpers import need_nats, need_redis
-from tests.trident_helpers import FailFirstTime
+from tests.support.connector_helpers import need_nats, need_redis
+from tests.support.trident_helpers import FailFirstTime
 
 
 class Word(BaseFunction):

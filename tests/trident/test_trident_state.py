@@ -41,7 +41,7 @@ from squall.trident.state.postgres import default_dsn
 from squall.trident.state.redis_state import redact_url
 from squall.trident.state.values import value_codec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").lower() == "true"
 BACKENDS = ["memory", "sqlite", "postgres", "redis"]
 

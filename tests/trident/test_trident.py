@@ -24,7 +24,7 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
-from tests.trident_helpers import FailFirstTime, ShiftingOpaqueSpout, Split, write_corpus
+from tests.support.trident_helpers import FailFirstTime, ShiftingOpaqueSpout, Split, write_corpus
 
 SENTENCES = [["the cow jumped over the moon"], ["the man went to the store and bought some candy"],
              ["four score and seven years ago"], ["how many apples can you eat"], ["to be or not to be the person"]]

@@ -2,7 +2,7 @@
 installed pyspark), not only on embedded `local[...]`: the bounded word count gives the same final
 count per word as the local engine and as the spout's own sentence generator.
 
-The cluster run happens in a subprocess (tests/spark_cluster_job.py): a process holds one
+The cluster run happens in a subprocess (tests/support/spark_cluster_job.py): a process holds one
 SparkContext, and this one already has the `local` session of tests/conftest.py.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark_cluster_job import expected_counts, load_example, run_wordcount
+from tests.support.spark_cluster_job import expected_counts, load_example, run_wordcount
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parent.parent
-JOB = Path(__file__).resolve().parent / "spark_cluster_job.py"
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "tests" / "support" / "spark_cluster_job.py"
 LIMIT = 3000  # sentences: about 26,000 words
 WAVE_TUPLES = 600  # so the cluster run takes several waves and carries WordCount's counts across them
 START_DEADLINE_SECS = 90

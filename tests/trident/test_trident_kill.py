@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.trident_helpers import write_corpus
-from tests.trident_kill_job import factory
+from tests.support.trident_helpers import write_corpus
+from tests.support.trident_kill_job import factory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").lower() == "true"
 KILLS = 10
 
@@ -36,7 +36,7 @@ def pg_available() -> str | None:
 def run_with_kills(args: list[str], rng: random.Random) -> int:
     """Start the job, SIGKILL it at a random moment, KILLS times; then let it finish."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(ROOT / "tests" / "trident_kill_job.py"), *args]
+    cmd = [sys.executable, str(ROOT / "tests" / "support" / "trident_kill_job.py"), *args]
     kills = 0
     while kills < KILLS:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)

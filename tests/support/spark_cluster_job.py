@@ -1,9 +1,9 @@
 """Runs examples/wordcount.py's topology with a bounded spout and prints one JSON line: the final
-count per word and the spout's counters. Used by tests/test_spark_cluster.py, which runs it in a
+count per word and the spout's counters. Used by tests/engines/test_spark_cluster.py, which runs it in a
 subprocess against a real Spark standalone master (a process may hold only one SparkContext, and
 the test process already has the `local` one of tests/conftest.py):
 
-    python tests/spark_cluster_job.py spark://127.0.0.1:7077 --limit 2000
+    python tests/support/spark_cluster_job.py spark://127.0.0.1:7077 --limit 2000
 
 The test runs `run_wordcount` in its own process too, on the local engine, and compares.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wordcount.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wordcount.py"
 TOPOLOGY = "wordcount-cluster"
 
 

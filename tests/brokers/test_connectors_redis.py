@@ -1,6 +1,6 @@
 """RedisStreamSpout against the real Redis on 127.0.0.1:6379; both engines.
 
-Skipped when Redis is unreachable, failed instead when CI=true (tests/connector_helpers.py).
+Skipped when Redis is unreachable, failed instead when CI=true (tests/support/connector_helpers.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.connectors.base import DL_ATTEMPTS, DL_ERROR, DL_REASON, DL_SOURCE, DL_SOURCE_ID, dead_letter_info
 from squall.connectors.redis import RedisStreamSpout, redis_url
-from tests.connector_helpers import (
+from tests.support.connector_helpers import (
     ROOT,
     FileSink,
     Recorder,

@@ -15,7 +15,7 @@ from squall import (
     TopologyBuilder,
 )
 from squall.testing import AckFailMapTracker, FeederSpout, complete_topology
-from tests.components import AckBolt, IdentityBolt
+from tests.support.components import AckBolt, IdentityBolt
 
 
 class ReasonSpout(FeederSpout):

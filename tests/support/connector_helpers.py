@@ -4,7 +4,7 @@ drop connections, and the worker process of the kill tests.
 
 Run as a script it is that worker:
 
-    python tests/connector_helpers.py worker {rabbitmq|redis|nats} NAME OUTFILE [--delay-ms N]
+    python tests/support/connector_helpers.py worker {rabbitmq|redis|nats} NAME OUTFILE [--delay-ms N]
 
 It consumes NAME (a queue; a stream with group "squall-kill"; a stream with durable
 "squall-kill") on the local engine and appends each processed message id to OUTFILE, one line
@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 if __name__ == "__main__":  # as a script: import squall and tests from this checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pytest
 
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.connectors.base import redact_url
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").strip().lower() == "true"
 
 RABBITMQ_URL = os.environ.get("SQUALL_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")

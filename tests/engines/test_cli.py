@@ -12,7 +12,7 @@ import pytest
 from squall.cli import main
 from squall.observe.progress import ProgressLine, Sample, format_line, rate, sample_from
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "wordcount.py"
 
 

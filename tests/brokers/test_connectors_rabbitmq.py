@@ -1,6 +1,6 @@
 """RabbitMQSpout against the real RabbitMQ on 127.0.0.1:5672 (guest/guest); both engines.
 
-Skipped when RabbitMQ is unreachable, failed instead when CI=true (tests/connector_helpers.py).
+Skipped when RabbitMQ is unreachable, failed instead when CI=true (tests/support/connector_helpers.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.connectors.base import DL_ATTEMPTS, DL_ERROR, DL_REASON, DL_SOURCE, dead_letter_info
 from squall.connectors.rabbitmq import ATTEMPTS_HEADER, RabbitMQSpout, rabbitmq_url
-from tests.connector_helpers import (
+from tests.support.connector_helpers import (
     FileSink,
     Recorder,
     Recording,

@@ -1,6 +1,6 @@
 """JetStreamSpout against the real NATS JetStream on 127.0.0.1:4222; both engines.
 
-Skipped when NATS is unreachable, failed instead when CI=true (tests/connector_helpers.py).
+Skipped when NATS is unreachable, failed instead when CI=true (tests/support/connector_helpers.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.connectors.base import DL_ATTEMPTS, DL_ERROR, DL_REASON, DL_SOURCE, dead_letter_info
 from squall.connectors.nats import JetStreamSpout
-from tests.connector_helpers import (
+from tests.support.connector_helpers import (
     ROOT,
     FileSink,
     Recorder,

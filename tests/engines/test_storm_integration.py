@@ -8,7 +8,7 @@ import pytest
 
 from squall import Config, InvalidTopologyException, LocalCluster, TopologyBuilder
 from squall.testing import AckFailMapTracker, AckTracker, FeederSpout, complete_topology
-from tests.components import (
+from tests.support.components import (
     AckBolt,
     AckEveryOtherBolt,
     AggBolt,
