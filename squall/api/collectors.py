@@ -3,13 +3,24 @@ the records into ids, anchors and acks for the whole batch at once afterwards.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from squall.api.components import FailedException, ReportedFailedException
+from squall.api.rebinding import current_collector
 from squall.api.tuple import Tuple
-from squall.engine.restore import current_collector
-from squall.engine.routing import Route
+from squall.reliability.roots import SharedRoot
+
+Route = Callable[[Sequence[Any]], list[int]]  # values -> target task ids
+
+
+class Recorded(NamedTuple):
+    """What a bolt's collector recorded since it was last taken: the engine's input after a batch."""
+
+    emits: list[tuple]  # (stream out, values, anchors, targets, input row)
+    acks: list[Tuple]
+    fails: list[tuple[Tuple, Any]]  # (tuple, FailReason or None)
+    resets: list[Tuple]
 
 
 class UndeclaredStreamError(ValueError):
@@ -71,7 +82,7 @@ def check_values(values: Any, component: str) -> list:
 class OutputCollector:
     """A bolt's collector (Storm's OutputCollector)."""
 
-    __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_row", "_runner")
+    __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "input_row", "_runner")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
         self._component = component
@@ -80,8 +91,20 @@ class OutputCollector:
         self._acks: list[Tuple] = []
         self._fails: list[tuple[Tuple, Any]] = []
         self._resets: list[Tuple] = []
-        self._row = -1
+        self.input_row = -1  # set by the task runner: the row of the input being executed, -1 outside
         self._runner = runner
+
+    def take_recorded(self) -> Recorded:
+        """Hand over (and forget) what was recorded: the engine turns it into ids and acks in bulk."""
+        rec = Recorded(self._emits, self._acks, self._fails, self._resets)
+        self._emits, self._acks, self._fails, self._resets = [], [], [], []
+        return rec
+
+    def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002
+        """The engine's fail: an input whose execute raised fails with the error as its reason."""
+        if tuple._done == 0:
+            tuple._done = 2
+            self._fails.append((tuple, reason))
 
     def __reduce__(self) -> tuple:
         return (current_collector, ())
@@ -93,7 +116,7 @@ class OutputCollector:
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
         targets = so.route(values)
-        self._emits.append((so, values, anchors, targets, self._row))
+        self._emits.append((so, values, anchors, targets, self.input_row))
         return targets
 
     def _check(self, so: StreamOut | None, values: Any, stream: str) -> list:
@@ -129,7 +152,7 @@ class OutputCollector:
             )
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
-        self._emits.append((so, values, anchors, [task], self._row))
+        self._emits.append((so, values, anchors, [task], self.input_row))
 
     def ack(self, tuple: Tuple) -> None:  # noqa: A002
         if type(tuple) is not Tuple:
@@ -205,19 +228,6 @@ class BasicBoltExecutor:
         self.basic.cleanup()
 
 
-class SharedRoot:
-    """A msg id under which many spout emits form ONE tuple tree (acked when all of them are
-    processed, failed if any fails). Trident emits each batch this way."""
-
-    __slots__ = ("msg_id",)
-
-    def __init__(self, msg_id: Any):
-        self.msg_id = msg_id
-
-    def __repr__(self) -> str:
-        return f"SharedRoot({self.msg_id!r})"
-
-
 class SpoutOutputCollector:
     """A spout's collector (Storm's SpoutOutputCollector)."""
 
@@ -228,6 +238,16 @@ class SpoutOutputCollector:
         self._streams = streams
         self._emits: list[tuple] = []  # (stream out, values, msg id, targets)
         self._runner = runner
+
+    @property
+    def recorded_count(self) -> int:
+        """Emits recorded since they were last taken (the coordinator's per-wave budget counts them)."""
+        return len(self._emits)
+
+    def take_recorded(self) -> list[tuple]:
+        """Hand over (and forget) the recorded emits: (stream out, values, msg id, targets)."""
+        emits, self._emits = self._emits, []
+        return emits
 
     def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
         so = self._streams.get(stream)

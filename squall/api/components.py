@@ -24,6 +24,8 @@ class Component:
         """Declare each output stream's fields with `declarer.declare([...], stream=...)`."""
 
     def get_component_configuration(self) -> dict | None:
+        """Settings for this component only, over the topology's conf (as in Storm). Read once,
+        when the topology is created; `add_configuration` on the declarer overrides them."""
         return None
 
 

@@ -55,9 +55,16 @@ class Config(dict):
 
 
 def effective_conf(*layers: dict | None) -> dict:
-    """Defaults, then each layer in order (topology conf, component conf); None layers skipped."""
+    """Defaults, then each layer in order; None layers skipped. Resolved once, at submit."""
     out = dict(Config.DEFAULTS)
     for layer in layers:
         if layer:
             out.update(layer)
     return out
+
+
+def component_conf(topology_conf: dict, spec: Any) -> dict:
+    """What a component's tasks get: the effective topology conf, then the component's own
+    (its get_component_configuration(), then add_configuration on its declarer; see
+    StormTopology). Spouts and bolts alike, on every engine."""
+    return {**topology_conf, **spec.conf} if spec.conf else dict(topology_conf)

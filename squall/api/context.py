@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from squall.api.rebinding import current_context
 from squall.api.topology import StormTopology
-from squall.engine.restore import current_context
 
 
 class TopologyContext:

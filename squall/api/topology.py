@@ -149,6 +149,9 @@ class StormTopology:
         self.specs: dict[str, ComponentSpec] = {s.id: s for s in specs}
         for s in specs:
             self._check_kind(s)
+            own = s.obj.get_component_configuration()  # as Storm: the declarer's add_configuration wins
+            if own:
+                s.conf = {**own, **s.conf}
             declarer = OutputFieldsDeclarer(s.id)
             s.obj.declare_output_fields(declarer)
             s.streams = declarer.streams

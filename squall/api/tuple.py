@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from squall.engine.batch import TupleBatch, single_row
-
 
 class MessageId(Mapping[int, int]):
     """Read-only `anchors_to_ids`: root id -> XOR of this tuple's edge ids in that tree."""
@@ -32,13 +30,16 @@ class MessageId(Mapping[int, int]):
 class Tuple:
     """An input tuple. Values by index `t[0]`, by field `t["word"]`, or `t.values`.
 
-    Created by the engine, never by users; `_done` (0 pending, 1 acked, 2 failed) and `_out`
-    (the XOR of edges anchored to it in earlier waves) belong to the reliability machinery.
+    Created by the engine (`tuples_of`), never by users. A tuple is a view on row `_i` of a
+    batch `_b` (a `squall.reliability.batch.TupleBatch`: fields, source, `anchors_to_ids`).
+    The private slots belong to the reliability rules and are written only there
+    (`squall.reliability`): `_done` (0 pending, 1 acked, 2 failed; also set by the collector)
+    and `_out` (the XOR of edges anchored to it in earlier batches, while it is held).
     """
 
     __slots__ = ("values", "_b", "_i", "_done", "_out")
 
-    def __init__(self, values: list, batch: TupleBatch, row: int):
+    def __init__(self, values: list, batch: Any, row: int):
         self.values = values
         self._b = batch
         self._i = row
@@ -104,13 +105,26 @@ class Tuple:
 
     def __reduce__(self) -> tuple:
         # Held across waves (a join, a batch): keep only this row, not the whole batch.
-        roots, vals = self._b.anchors_of(self._i)
-        b = single_row(self._b.component, self._b.stream, self._b.fields, self._b.source_task, self.values,
-                       roots, vals)
-        return (_rebuild, (self.values, b, self._done, self._out))
+        return (_rebuild, (self.values, self._b.row_batch(self._i), self._done, self._out))
 
 
-def _rebuild(values: list, batch: TupleBatch, done: int, out: int) -> Tuple:
+def tuples_of(batch: Any) -> list[Tuple]:
+    """One pending Tuple per row of `batch` (the engine's hot path: no __init__ call per row)."""
+    new = object.__new__
+    out = []
+    append = out.append
+    for i, v in enumerate(batch.values):
+        t = new(Tuple)
+        t.values = v
+        t._b = batch
+        t._i = i
+        t._done = 0
+        t._out = 0
+        append(t)
+    return out
+
+
+def _rebuild(values: list, batch: Any, done: int, out: int) -> Tuple:
     t = Tuple(values, batch, 0)
     t._done = done
     t._out = out

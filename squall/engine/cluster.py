@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any
 
+from squall.api.config import effective_conf
 from squall.api.topology import StormTopology
 from squall.engine.clock import RealClock, SimulatedClock
 from squall.engine.coordinator import Coordinator
@@ -100,7 +101,7 @@ class LocalCluster:
                 raise TypeError(
                     f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
             topology = build()
-        conf = dict(conf or {})
+        conf = effective_conf(conf)  # resolved once: spouts, bolts and the executor see the same conf
         for spec in topology.specs.values():  # components that cannot run on this engine say so now
             check = getattr(spec.obj, "check_engine", None)
             if check is not None:

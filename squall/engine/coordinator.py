@@ -16,15 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.config import Config, effective_conf
+from squall.api.config import Config, component_conf, effective_conf
 from squall.api.topology import StormTopology
-from squall.engine.batch import TupleBatch, select_roots
 from squall.engine.gc_tuning import tune_gc
-from squall.engine.task import SpoutTask
-from squall.engine.wave import Captured, Executor, WaveLost, WaveOutput, add_captured, merge_captured, merge_outputs
+from squall.engine.lost_waves import LostWaves
+from squall.engine.spout_task import SpoutTask
+from squall.engine.wave import Captured, Executor, WaveOutput, add_captured, merge_captured
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
+from squall.reliability.batch import TupleBatch
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.pending import TIMEOUT, FailReason, SpoutPending
@@ -42,14 +43,6 @@ def _takes_reason(fn: Callable) -> bool:
     return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _msg_key(task: int, msg_id: Any) -> tuple[int, Any]:
-    try:
-        hash(msg_id)
-        return task, msg_id
-    except TypeError:
-        return task, repr(msg_id)
-
-
 @dataclass
 class WaveSummary:
     wave: int
@@ -65,11 +58,13 @@ class WaveSummary:
 
 
 class Coordinator:
-    def __init__(self, name: str, topology: StormTopology, conf: dict | None, executor: Executor, clock: Any,
+    """Drives one topology's waves."""
+
+    def __init__(self, name: str, topology: StormTopology, conf: dict, executor: Executor, clock: Any,
                  capture: bool = False):
         self.name = name
         self.topology = topology
-        self.conf = effective_conf(conf)
+        self.conf = effective_conf(conf)  # already effective when submitted (idempotent)
         self.executor = executor
         self.clock = clock
         self.ackers = int(self.conf[Config.TOPOLOGY_ACKER_EXECUTORS] or 0)
@@ -84,7 +79,7 @@ class Coordinator:
         self.spouts: list[SpoutTask] = []
         for comp in topology.spouts:
             spec = topology.specs[comp]
-            conf_c = {**self.conf, **spec.conf}
+            conf_c = component_conf(self.conf, spec)
             for i in range(spec.parallelism):
                 self.spouts.append(SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture))
         self._spout_by_task = {s.task_id: s for s in self.spouts}
@@ -100,13 +95,8 @@ class Coordinator:
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
         self._spout_roots: list[tuple[np.ndarray, np.ndarray]] = []  # this wave's (roots, init values)
-        # Lost waves: attempts per (spout task, msg id), and this wave's roots' msg ids and values.
-        self.max_replays = int(self.conf[Config.SQUALL_MAX_REPLAYS])
-        self.attempts: dict[tuple[int, Any], int] = {}
-        self._wave_msgs: dict[int, tuple[int, Any, list]] = {}
-        self.dead_letters = make_sink(self.conf)
-        self.dead_lettered = 0
-        self.lost_waves = 0
+        self.lost = LostWaves(name, int(self.conf[Config.SQUALL_MAX_REPLAYS]), make_sink(self.conf),
+                              self._replay_key, self._dead_letter, self._record)
         self._dead_roots: list[int] = []
         self.lock = threading.RLock()
         self.closed = False
@@ -119,7 +109,7 @@ class Coordinator:
         for st in self.spouts:
             st.open()
             st.spout.activate()  # as Storm: an active topology's spouts are activated after open
-            self._collect_late_errors(st)
+            self._record(st.take_late_errors())
 
     def close(self) -> None:
         if self.closed:
@@ -146,6 +136,18 @@ class Coordinator:
     def pending_count(self) -> int:
         return sum(len(p) for p in self.pending.values())
 
+    @property
+    def lost_waves(self) -> int:
+        return self.lost.lost_waves
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.lost.dead_lettered
+
+    def spout_instances(self, component: str | None = None) -> list[Any]:
+        """The running spout instances (of one component, or all): e.g. to ask a spout whether it is idle."""
+        return [st.spout for st in self.spouts if component is None or st.component == component]
+
     # -- one wave -------------------------------------------------------------------------
 
     def run_wave(self) -> WaveSummary:
@@ -164,8 +166,9 @@ class Coordinator:
             init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
             init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
             self._spout_roots = []
-            wave_out = self._execute(outputs, init_roots, True) if outputs else WaveOutput()
-            self._wave_msgs = {}
+            wave_out = self.lost.run(self._run_job, self._next_wave, outputs, init_roots) if outputs \
+                else WaveOutput()
+            self.lost.end_wave()
             acked, failed = self._apply(wave_out, init_roots, init_vals)
             failed += self._rotate_if_due()
             self.waves_done += 1
@@ -180,14 +183,15 @@ class Coordinator:
         deadline = time.perf_counter() + self.wave_secs
         if budget > 0:
             next_tuple = st.spout.next_tuple
-            while len(st.collector._emits) < budget:
-                before = len(st.collector._emits)
+            coll = st.collector
+            while coll.recorded_count < budget:
+                before = coll.recorded_count
                 try:
                     next_tuple()
                 except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on
                     res.errors.append(ErrorRecord.from_exception(st.component, st.task_id, e, kind="error"))
                     break
-                if len(st.collector._emits) == before or time.perf_counter() > deadline:
+                if coll.recorded_count == before or time.perf_counter() > deadline:
                     break
         res, msg_ids, roots, vals = st.end(self.root_ids.take, self.tracking)
         stats = self.stats[st.component]
@@ -201,73 +205,32 @@ class Coordinator:
                 pending.add(rl, msg_ids, self.clock.now())
                 self._root_task.update(dict.fromkeys(rl, st.task_id))
                 self._spout_roots.append((roots, vals))
-                for r, m, v in zip(rl, msg_ids, st.last_values):
-                    self._wave_msgs[r] = (st.task_id, m, v)
+                self.lost.remember(st.component, st.task_id, rl, msg_ids, st.last_values)
         else:
             for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
                 self._spout_ack(st, m)
         return res
 
-    # -- lost waves -----------------------------------------------------------------------
+    # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------
 
-    def _key(self, root: int) -> tuple[int, Any] | None:
-        got = self._wave_msgs.get(root)
-        if got is None:
-            return None
-        task, msg_id = got[0], got[1]
+    def _run_job(self, outputs: list[tuple[int, TupleBatch]]) -> WaveOutput:
+        return self.executor.run_wave(outputs, self.wave)
+
+    def _next_wave(self) -> int:
+        self.wave += 1
+        return self.wave
+
+    def _replay_key(self, task: int, msg_id: Any) -> Any:
         # A spout that replays under new msg ids (Trident: an attempt number) says what stays the same.
         replay_key = getattr(self._spout_by_task[task].spout, "replay_key", None)
-        return _msg_key(task, replay_key(msg_id) if replay_key is not None else msg_id)
+        return replay_key(msg_id) if replay_key is not None else msg_id
 
-    def _execute(self, outputs: list[tuple[int, TupleBatch]], roots: np.ndarray, keep_untracked: bool) -> WaveOutput:
-        """Run a wave's spout output. If its job is lost: the first time, every root in it fails
-        (reason "lost") and is replayed by its spout; when a root that was lost before is in a
-        lost wave again, the wave is split in halves, recursively, so the roots that kill it
-        are isolated and the others complete."""
-        try:
-            return self.executor.run_wave(outputs, self.wave)
-        except WaveLost as e:
-            self.lost_waves += 1
-            log.warning("%s: wave %d lost (%d roots): %s", self.name, self.wave, len(roots), e)
-            self._record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {e}", kind="lost")])
-            suspects = any(self.attempts.get(self._key(r), 0) for r in roots.tolist())
-            if len(roots) <= 1 or not suspects:
-                return self._lost(roots, str(e))
-        mid = len(roots) // 2
-        parts = []
-        for half, untracked in ((roots[:mid], keep_untracked), (roots[mid:], False)):
-            sub = [(t, b2) for t, b in outputs if (b2 := select_roots(b, half, untracked)) is not None]
-            if sub:
-                self.wave += 1  # every job gets its own wave number (the carried state's version)
-                parts.append(self._execute(sub, half, untracked))
-        return merge_outputs(parts) if parts else WaveOutput()
-
-    def _lost(self, roots: np.ndarray, error: str) -> WaveOutput:
-        out = WaveOutput()
-        for r in roots.tolist():
-            key = self._key(r)
-            n = self.attempts[key] = self.attempts.get(key, 0) + 1
-            if n >= self.max_replays:
-                self._dead_letter(r, n, error)
-            else:
-                out.fail_roots.append(r)
-                out.fail_reasons.append(FailReason("lost", error=error))
-        return out
-
-    def _dead_letter(self, root: int, attempts: int, error: str) -> None:
-        """Write the root's tuple to the dead-letter sink and ack it at its spout: handled, not replayed."""
-        task, msg_id, values = self._wave_msgs[root]
-        st = self._spout_by_task[task]
-        self.dead_letters.write({"topology": self.name, "component": st.component, "task": task,
-                                 "msg_id": msg_id, "values": values, "attempts": attempts, "error": error})
-        self.dead_lettered += 1
-        self.attempts.pop(self._key(root), None)
+    def _dead_letter(self, root: int, task: int, msg_id: Any) -> None:
+        """A dead-lettered root: handled, not replayed. Forget it and ack it at its spout."""
         self._dead_roots.append(root)  # started in the ledger with this wave, forgotten right after
         self._root_task.pop(root, None)
         self.pending[task].pop_many(np.array([root], np.uint64))
-        log.error("%s: %s[%d] msg %r dead-lettered after %d lost waves: %s", self.name, st.component, task,
-                  msg_id, attempts, error)
-        self._spout_ack(st, msg_id)
+        self._spout_ack(self._spout_by_task[task], msg_id)
 
     def _apply(self, out: WaveOutput, init_roots: np.ndarray, init_vals: np.ndarray) -> tuple[int, int]:
         for comp, ts in out.stats.items():
@@ -325,9 +288,7 @@ class Coordinator:
                 stats.complete_sum += float(lat.sum())
                 stats.acked += len(items)
                 for _r, m, _t in items:
-                    if self.attempts:
-                        replay_key = getattr(st.spout, "replay_key", None)
-                        self.attempts.pop(_msg_key(task, replay_key(m) if replay_key else m), None)
+                    self.lost.acked(task, m)
                     self._spout_ack(st, m)
             else:
                 stats.failed += len(items)
@@ -350,12 +311,7 @@ class Coordinator:
                 st.spout.fail(msg_id)
         except Exception as e:  # noqa: BLE001
             self._record([ErrorRecord.from_exception(st.component, st.task_id, e, msg_id)])
-        self._collect_late_errors(st)
-
-    def _collect_late_errors(self, st: SpoutTask) -> None:
-        if st._late_errors:
-            self._record(st._late_errors)
-            st._late_errors = []
+        self._record(st.take_late_errors())
 
     def _record(self, errors: list[ErrorRecord]) -> None:
         if not errors:

@@ -6,10 +6,11 @@ import copy
 
 import numpy as np
 
+from squall.api.config import component_conf
 from squall.api.topology import StormTopology
-from squall.engine.batch import TupleBatch
-from squall.engine.task import BoltTask
+from squall.engine.bolt_task import BoltTask
 from squall.engine.wave import WaveOutput
+from squall.reliability.batch import TupleBatch
 
 
 class LocalExecutor:
@@ -21,7 +22,7 @@ class LocalExecutor:
         self.tasks: dict[int, BoltTask] = {}
         for comp in topology.bolts_in_order:
             spec = topology.specs[comp]
-            conf_c = {**conf, **spec.conf}
+            conf_c = component_conf(conf, spec)
             for i in range(spec.parallelism):
                 self.tasks[topology.task_ids[comp][i]] = BoltTask(
                     topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture)

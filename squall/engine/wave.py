@@ -7,9 +7,9 @@ from typing import Protocol
 
 import numpy as np
 
-from squall.engine.batch import TupleBatch
-from squall.engine.task import TaskResult
+from squall.engine.task_result import Counters, TaskResult
 from squall.observe.errors import ErrorRecord
+from squall.reliability.batch import TupleBatch
 from squall.reliability.pending import FailReason
 
 _EMPTY_U = np.zeros(0, np.uint64)
@@ -20,23 +20,17 @@ Captured = dict[str, dict[str, dict[int, list]]]  # component -> stream -> task 
 
 @dataclass
 class TaskStats:
-    component: str
-    executed: int = 0
-    acked: int = 0
-    failed: int = 0
-    emitted: int = 0
-    exec_secs: float = 0.0
+    """A component's counters summed over its tasks (and waves)."""
 
-    def add(self, executed: int, acked: int, failed: int, emitted: int, exec_secs: float) -> None:
-        self.executed += executed
-        self.acked += acked
-        self.failed += failed
-        self.emitted += emitted
-        self.exec_secs += exec_secs
+    component: str
+    counters: Counters = Counters()
+
+    def add(self, counters: Counters) -> None:
+        self.counters = self.counters.plus(counters)
 
     @property
-    def counters(self) -> tuple[int, int, int, int, float]:
-        return self.executed, self.acked, self.failed, self.emitted, self.exec_secs
+    def executed(self) -> int:
+        return self.counters.executed
 
 
 def add_captured(into: Captured, component: str, task: int, per_stream: dict[str, list]) -> None:
@@ -64,11 +58,11 @@ class WaveOutput:
     stats: dict[str, TaskStats] = field(default_factory=dict)
     captured: Captured = field(default_factory=dict)  # only when capturing, for tests
 
-    def add_stats(self, component: str, counters: tuple[int, int, int, int, float]) -> None:
-        self.stats.setdefault(component, TaskStats(component)).add(*counters)
+    def add_stats(self, component: str, counters: Counters) -> None:
+        self.stats.setdefault(component, TaskStats(component)).add(counters)
 
     def add_result(self, res: TaskResult) -> None:
-        self.add_stats(res.component, (res.executed, res.acked, res.failed, res.emitted, res.exec_secs))
+        self.add_stats(res.component, res.counters)
         self.fail_roots.extend(res.fail_roots)
         self.fail_reasons.extend(res.fail_reasons)
         self.errors.extend(res.errors)

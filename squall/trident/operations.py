@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from squall.engine.batch import field_index_of
+from squall.reliability.batch import field_index_of
 
 
 class TridentTuple:

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from squall.api.topology import StormTopology
-from squall.engine.batch import TupleBatch
 from squall.engine.spark import worker
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.wave import WaveLost, WaveOutput, add_captured
+from squall.reliability.batch import TupleBatch
 
 log = logging.getLogger("squall")
 
@@ -97,7 +98,7 @@ class SparkExecutor:
             per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(batch)
         spout_in = {}
         for p1, dests in per_part.items():
-            recs = [("in", b) if lv == 1 else ("fwd", lv, p, b) for (lv, p), b in dests.items()]
+            recs = [Inputs(b) if lv == 1 else Forward(lv, p, b) for (lv, p), b in dests.items()]
             spout_in[p1] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
         sc = self.sc
         sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
@@ -138,19 +139,18 @@ class SparkExecutor:
         out = WaveOutput()
         roots, vals = [], []
         for rec in rows:
-            kind = rec[0]
-            if kind == "ack":
-                roots.append(rec[1])
-                vals.append(rec[2])
-            elif kind == "fail":
-                out.fail_roots.extend(rec[1])
-                out.fail_reasons.extend(rec[2])
-            elif kind == "report":
-                _, comp, task, counters, errors, captured = rec
-                out.add_stats(comp, counters)
-                out.errors.extend(errors)
-                if captured:
-                    add_captured(out.captured, comp, task, captured)
+            kind = type(rec)
+            if kind is Acks:
+                roots.append(rec.roots)
+                vals.append(rec.xors)
+            elif kind is Fails:
+                out.fail_roots.extend(rec.roots)
+                out.fail_reasons.extend(rec.reasons)
+            elif kind is Report:
+                out.add_stats(rec.component, rec.counters)
+                out.errors.extend(rec.errors)
+                if rec.captured:
+                    add_captured(out.captured, rec.component, rec.task, rec.captured)
         if roots:
             out.ack_roots = np.concatenate(roots)
             out.ack_vals = np.concatenate(vals)

@@ -2,13 +2,7 @@
 level's stage), and the acker's reduce. Knows the record kinds that travel between
 partitions, nothing of any bolt.
 
-Records are (destination partition, record) pairs; a record is one of
-  ("in", [TupleBatch, ...])            input for the destination task (of the next level)
-  ("fwd", level, p, [TupleBatch, ...]) input for task p of a later level, passed on level by level
-  ("state", wave, bytes)               a task's carried instance, as of the end of `wave`
-  ("ack", roots, xors)                 ack messages, already folded per root (uint64 arrays)
-  ("fail", [root, ...], [reason])      failed roots and why
-  ("report", component, task, counters, errors, captured)
+Records are (destination partition, record) pairs; the record kinds are in records.py.
 """
 
 from __future__ import annotations
@@ -21,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from squall.api.config import component_conf
+from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import tune_gc
-from squall.engine.task import BoltTask
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
 from squall.reliability.anchoring import combine
 
 _U64 = np.uint64
@@ -79,16 +75,16 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
 
     topology, conf, layout, capture = setup
     comp, idx = layout.levels[level - 1][p]
-    conf_c = {**conf, **topology.specs[comp].conf}
+    conf_c = component_conf(conf, topology.specs[comp])
     # Taken out: a task that dies mid-run must not leave a half-updated copy behind.
     cached = _TASKS.pop((uid, comp, idx), None)
     if state is None:
         task = BoltTask(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
         task.prepare()
         return task
-    if cached is not None and cached[0] == state[1]:
+    if cached is not None and cached[0] == state.wave:
         return cached[1]
-    return BoltTask.restore(topology, comp, idx, conf_c, state[2], cloudpickle.loads, capture)
+    return BoltTask.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
 
 
 def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None) -> Any:
@@ -100,7 +96,7 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
     level before, unioned (partition by partition, no shuffle) with their cached state."""
 
     def run(p: int, it: Iterable) -> Iterator[tuple[int, tuple]]:
-        records = [r for _, r in it if level > 1 or r[0] == "state"]
+        records = [r for _, r in it if level > 1 or type(r) is State]
         if level == 1 and spout_in and p in spout_in:
             records.extend(pickle.loads(spout_in[p]))
         return _run_partition(uid, _setup(uid, blob), wave, level, p, records)
@@ -122,19 +118,19 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
     other: list[tuple] = []
     onward: dict[tuple[int, int], list] = {}  # (level, partition) -> batches for later levels
     for rec in records:
-        kind = rec[0]
-        if kind == "in":
-            inputs.extend(rec[1])
-        elif kind == "fwd":
-            if rec[1] == level:
-                inputs.extend(rec[3])
+        kind = type(rec)
+        if kind is Inputs:
+            inputs.extend(rec.batches)
+        elif kind is Forward:
+            if rec.level == level:
+                inputs.extend(rec.batches)
             else:
-                onward.setdefault((rec[1], rec[2]), []).extend(rec[3])
-        elif kind == "state":
+                onward.setdefault((rec.level, rec.partition), []).extend(rec.batches)
+        elif kind is State:
             state = rec
-        elif kind == "ack":
-            roots.append(rec[1])
-            vals.append(rec[2])
+        elif kind is Acks:
+            roots.append(rec.roots)
+            vals.append(rec.xors)
         else:
             other.append(rec)
     if inputs or state is None:
@@ -145,34 +141,32 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         roots.extend(res.ack_roots)
         vals.extend(res.ack_vals)
         if res.fail_roots:
-            other.append(("fail", res.fail_roots, res.fail_reasons))
+            other.append(Fails(res.fail_roots, res.fail_reasons))
         if res.executed or res.errors or res.captured:
-            other.append(("report", res.component, res.task,
-                          (res.executed, res.acked, res.failed, res.emitted, res.exec_secs),
-                          res.errors, res.captured))
-        state = ("state", wave, task.snapshot(cloudpickle.dumps))
+            other.append(Report(res.component, res.task, res.counters, res.errors, res.captured))
+        state = State(wave, task.snapshot(cloudpickle.dumps))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     yield p, state  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():
         if dest_level == level + 1:
-            yield dest_p, ("in", batches)
+            yield dest_p, Inputs(batches)
         else:  # a later level: through the next level's partitions, level by level
-            yield dest_p % nxt, ("fwd", dest_level, dest_p, batches)
+            yield dest_p % nxt, Forward(dest_level, dest_p, batches)
     # Acks and reports travel on with the data, to the next level, then to the ackers.
     to = p % nxt if nxt else p
     if roots:
         r, v = combine(np.concatenate(roots), np.concatenate(vals))  # fold per root before the shuffle
-        yield to, ("ack", r, v)
+        yield to, Acks(r, v)
     for rec in other:
         yield to, rec
 
 
 def not_state(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
-    return (kr for kr in it if kr[1][0] != "state")
+    return (kr for kr in it if type(kr[1]) is not State)
 
 
 def only_state(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
-    return (kr for kr in it if kr[1][0] == "state")
+    return (kr for kr in it if type(kr[1]) is State)
 
 
 def to_ackers(ackers: int) -> Any:
@@ -180,17 +174,17 @@ def to_ackers(ackers: int) -> Any:
 
     def route(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
         for _, rec in it:
-            kind = rec[0]
-            if kind == "ack":
+            kind = type(rec)
+            if kind is Acks:
                 if ackers == 1:
                     yield 0, rec
                     continue
-                part = rec[1] % k
+                part = rec.roots % k
                 for a in range(ackers):
                     m = part == a
                     if m.any():
-                        yield a, ("ack", rec[1][m], rec[2][m])
-            elif kind in ("fail", "report"):
+                        yield a, Acks(rec.roots[m], rec.xors[m])
+            elif kind is Fails or kind is Report:
                 yield 0, rec
 
     return route
@@ -200,12 +194,12 @@ def acker_reduce(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple]:
     """One acker partition: fold every ack message per root; one row per root goes to the driver."""
     roots, vals, other = [], [], []
     for _, rec in it:
-        if rec[0] == "ack":
-            roots.append(rec[1])
-            vals.append(rec[2])
+        if type(rec) is Acks:
+            roots.append(rec.roots)
+            vals.append(rec.xors)
         else:
             other.append(rec)
     if roots:
         r, v = combine(np.concatenate(roots), np.concatenate(vals))
-        yield ("ack", r, v)
+        yield Acks(r, v)
     yield from other

@@ -53,6 +53,11 @@ class TupleBatch:
         a, b = self.anc_off[row], self.anc_off[row + 1]
         return self.anc_root[a:b], self.anc_val[a:b]
 
+    def row_batch(self, row: int) -> TupleBatch:
+        """Row `row` alone, with its anchors: what a tuple held across batches keeps."""
+        roots, vals = self.anchors_of(row)
+        return single_row(self.component, self.stream, self.fields, self.source_task, self.values[row], roots, vals)
+
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, self.values,
                 self.anc_off, self.anc_root, self.anc_val)

@@ -1,6 +1,10 @@
-"""Carrying a bolt task's instance from wave to wave as bytes (the Spark engine keeps them in
-cached partitions). A bolt often keeps its collector and context in attributes; those are
-not pickled: they stand for "the collector of the task being restored" and are rebound."""
+"""Rebinding a bolt's collector and context when the engine carries the bolt between waves.
+
+The Spark engine keeps each bolt task's instance from wave to wave as bytes. Bolts usually keep
+their collector and context in attributes (`self.collector = collector` in `prepare`); those
+are not pickled: they pickle as "the collector (context) of the task being restored", and the
+engine restores an instance inside `restoring(task)` so they are bound to the new task's own.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ _local = threading.local()
 
 @contextmanager
 def restoring(task: Any) -> Iterator[None]:
+    """While unpickling an instance of `task`'s component: collectors and contexts bind to `task`."""
     prev = getattr(_local, "task", None)
     _local.task = task
     try:

@@ -1,0 +1,177 @@
+"""One task of a bolt, in every engine: runs the user's code over its input batches and hands
+what the collector recorded to the reliability rules (squall.reliability.bolt_trees), which
+compute ids, anchors and ack messages for the whole batch at once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from squall.api.collectors import BasicBoltExecutor, OutputCollector, Recorded
+from squall.api.components import BasicBolt
+from squall.api.rebinding import restoring
+from squall.api.topology import StormTopology
+from squall.api.tuple import Tuple, tuples_of
+from squall.engine.outputs import group_children
+from squall.engine.routing import ShuffleCounter
+from squall.engine.task import TaskBase
+from squall.engine.task_result import TaskResult
+from squall.observe.errors import ErrorRecord
+from squall.reliability.batch import TupleBatch
+from squall.reliability.bolt_trees import anchor_children, batch_anchors, execute_salt, hold_pending, settle_inputs
+from squall.reliability.emits import index_emits
+from squall.reliability.pending import FailReason
+
+log = logging.getLogger("squall")
+
+_NO_INPUT = TupleBatch("", "", (), -1, [])  # what emits outside any execute (finish_wave) belong to
+
+
+class BoltTask(TaskBase):
+    """One task of a bolt: its instance, collector and routing, carried from wave to wave."""
+
+    def __init__(self, topology: StormTopology, component: str, task_index: int, conf: dict, instance: Any,
+                 capture: bool = False):
+        super().__init__(topology, component, task_index, conf, capture)
+        self.bolt = BasicBoltExecutor(instance) if isinstance(instance, BasicBolt) else instance
+        self.collector = OutputCollector(component, self.streams, self)
+        self.prepared = False
+
+    def prepare(self) -> None:
+        if not self.prepared:
+            self.prepared = True
+            self.bolt.prepare(self.conf, self.context, self.collector)
+
+    def cleanup(self) -> None:
+        self.bolt.cleanup()
+
+    # -- carried across waves as bytes (Spark engine) -------------------------------------
+
+    def _counters(self) -> list[ShuffleCounter]:
+        return [r for so in self.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)]
+
+    def snapshot(self, dumps: Any) -> bytes:
+        """The task's carried state: the bolt instance, whether it is prepared, routing counters."""
+        try:
+            return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors))
+        except Exception as e:
+            raise TypeError(
+                f"bolt {self.component!r} (task {self.task_id}) cannot be carried to the next wave: {e}. The Spark "
+                "engine keeps each bolt instance between waves by pickling it: keep connections, locks and files "
+                "out of its attributes (open them on first use and leave them out in __getstate__)"
+            ) from e
+
+    @classmethod
+    def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,
+                loads: Any, capture: bool = False) -> BoltTask:
+        task = cls(topology, component, task_index, conf, None, capture)
+        with restoring(task):
+            task.bolt, task.prepared, counters, task._late_errors = loads(blob)
+        for c, i in zip(task._counters(), counters):
+            c.i = i
+        return task
+
+    # -- called by the collector ----------------------------------------------------------
+
+    def check_anchors(self, anchors: Any) -> tuple[Tuple, ...] | None:
+        """Validate anchors; drop (and report) duplicates and tuples already acked or failed."""
+        if type(anchors) is Tuple:
+            anchors = (anchors,)
+        elif not isinstance(anchors, (list, tuple)):
+            raise TypeError(
+                f"bolt {self.component!r}: anchors must be an input Tuple or a list of them, got {anchors!r}"
+            )
+        out: list[Tuple] = []
+        for a in anchors:
+            if type(a) is not Tuple:
+                raise TypeError(f"bolt {self.component!r}: anchors must be input Tuples received by execute, got {a!r}")
+            if a._done:
+                self._misuse(a, "emit anchored to a tuple that was already {was}; that anchor is ignored "
+                                "(emit anchored children before acking their input)")
+            elif not any(a is b for b in out):  # [t, t] anchors once, as Storm's XORs net out
+                out.append(a)
+        return tuple(out) if out else None
+
+    def twice(self, t: Tuple, op: str) -> None:
+        self._misuse(t, f"{op}() on a tuple that was already {{was}}; ignored (each input is acked or failed once)")
+
+    def _misuse(self, t: Tuple, text: str) -> None:
+        was = "acked" if t._done == 1 else "failed"
+        self._error(ErrorRecord.from_exception(self.component, self.task_id, "UserError: " + text.format(was=was),
+                                               t.values, kind="user"))
+
+    # -- the wave -------------------------------------------------------------------------
+
+    def run(self, inbox: Sequence[TupleBatch], wave: int) -> TaskResult:
+        self.prepare()
+        res = self._res = self._new_result()
+        try:
+            for batch in inbox:
+                if len(batch):
+                    self._run_batch(batch, wave, res)
+            finish = getattr(self.bolt, "finish_wave", None)
+            if finish is not None and inbox:
+                self._finish_wave(finish, wave, res)
+        finally:
+            self._res = None
+        return res
+
+    def _finish_wave(self, finish: Any, wave: int, res: TaskResult) -> None:
+        """The optional bolt hook (squall.api.components.Bolt.finish_wave)."""
+        try:
+            finish()
+        except Exception as e:  # noqa: BLE001 - reported; tuples it held fail by timeout or replay
+            res.errors.append(ErrorRecord.from_exception(self.component, self.task_id, e))
+        self._flush(_NO_INPUT, [], res, wave)
+
+    def _run_batch(self, batch: TupleBatch, wave: int, res: TaskResult) -> None:
+        coll = self.collector
+        execute = self.bolt.execute
+        component, task_id = self.component, self.task_id
+        t0 = time.perf_counter()
+        tuples = tuples_of(batch)
+        for i, t in enumerate(tuples):
+            coll.input_row = i
+            try:
+                execute(t)
+            except Exception as e:  # the input fails; the task goes on
+                rec = ErrorRecord.from_exception(component, task_id, e, t.values)
+                res.errors.append(rec)
+                coll.fail_with_reason(t, FailReason("error", component, task_id, rec.error))
+        coll.input_row = -1
+        res.exec_secs += time.perf_counter() - t0
+        res.executed += len(tuples)
+        self._flush(batch, tuples, res, wave)
+
+    def _flush(self, batch: TupleBatch, tuples: list[Tuple], res: TaskResult, wave: int) -> None:
+        """Hand what the collector recorded for `batch` to the reliability rules, in bulk."""
+        rec = self.collector.take_recorded()
+        anchors = batch_anchors(batch)
+        out_ack = np.zeros(len(batch), np.uint64)
+        res.emitted += len(rec.emits)
+        if res.captured is not None:
+            self._capture(res, rec.emits)
+        if rec.emits:
+            ix = index_emits(batch, rec.emits)
+            child_anchors = anchor_children(anchors, len(batch), ix, execute_salt(self.task_id, wave), out_ack)
+            res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix, child_anchors))
+        if rec.acks or rec.fails or rec.resets:
+            res.acked += len(rec.acks)
+            res.failed += len(rec.fails)
+            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, res, self.component, self.task_id)
+        if self.debug:
+            self._log(rec)
+        if anchors is not None and len(anchors.root):
+            hold_pending(tuples, batch, out_ack)
+
+    def _log(self, rec: Recorded) -> None:
+        for so, values, _anc, targets, _row in rec.emits:
+            log.info("%s[%d] emit %s %r -> %s", self.component, self.task_id, so.stream, values, targets)
+        for t in rec.acks:
+            log.info("%s[%d] ack %r", self.component, self.task_id, t.values)
+        for t, _ in rec.fails:
+            log.info("%s[%d] fail %r", self.component, self.task_id, t.values)

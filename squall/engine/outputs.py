@@ -1,0 +1,50 @@
+"""A task's children, split into one TupleBatch per (stream, target task): what travels on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from squall.api.collectors import StreamOut
+from squall.reliability.anchoring import Anchors, expand
+from squall.reliability.batch import TupleBatch
+from squall.reliability.emits import EmitIndex
+
+_I64 = np.int64
+
+
+def group_children(component: str, task_id: int, n_streams: int, ix: EmitIndex,
+                   anchors: Anchors | None) -> list[tuple[int, TupleBatch]]:
+    """(target task, batch) for every (stream, target) the children go to, children in emit order."""
+    ce, ct = ix.child_emit, ix.child_target
+    nc = len(ce)
+    if not nc:
+        return []
+    if n_streams > 1:
+        sidx = np.fromiter((so.index for so in ix.streams), _I64, len(ix.streams))[ce]
+        key = ct * n_streams + sidx
+    else:
+        key = ct
+    if nc > 1 and (key[1:] != key[:-1]).any():
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        groups = np.split(order, np.flatnonzero(skey[1:] != skey[:-1]) + 1)
+    else:
+        groups = [np.arange(nc)]
+    values = np.fromiter(ix.values, dtype=object, count=len(ix.values))
+    if nc != len(values) or not (ce == np.arange(nc)).all():
+        values = values[ce]
+    tracked = anchors is not None and len(anchors.root) > 0
+    out: list[tuple[int, TupleBatch]] = []
+    for idx in groups:
+        first = int(idx[0])
+        so: StreamOut = ix.streams[int(ce[first])]
+        batch = TupleBatch(component, so.stream, so.fields, task_id, values[idx].tolist())
+        if tracked:
+            counts = anchors.counts[idx]
+            if counts.any():
+                _, pos = expand(anchors.off[idx], counts)
+                batch.anc_off = np.zeros(len(idx) + 1, _I64)
+                np.cumsum(counts, out=batch.anc_off[1:])
+                batch.anc_root, batch.anc_val = anchors.root[pos], anchors.val[pos]
+        out.append((int(ct[first]), batch))
+    return out

@@ -1,0 +1,160 @@
+"""The bolt side of Storm's tuple-tree rules, for one batch of inputs at a time.
+
+After a bolt task has executed a batch, what its collector recorded is turned into:
+- the children's `anchors_to_ids` (anchored emit: a fresh edge per anchor and target task,
+  XORed into the anchor's out-ack value and into the child's value for each of its roots);
+- ack messages `(root, anchors_to_ids[root] ^ out_ack_val)` for acked inputs, zero-valued
+  messages for `reset_timeout` (progress without a change), failed roots with their reason;
+- held tuples: inputs still pending after the batch keep their own anchors and the out-ack
+  value gathered so far, so they can be acked or anchored to in a later batch or wave.
+The Tuple slots `_b`, `_i`, `_done` and `_out` are written here (and `_done` by the collector).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from squall.api.tuple import Tuple
+from squall.reliability.anchoring import (
+    Anchors,
+    Contributions,
+    ack_messages,
+    anchor_edges,
+    expand,
+    keys_of,
+    roots_of_rows,
+)
+from squall.reliability.emits import EmitIndex
+from squall.reliability.ids import edge_id_int, mix64_int
+from squall.reliability.pending import FailReason
+
+_U64 = np.uint64
+_I64 = np.int64
+
+
+class MessageSink(Protocol):
+    """Where a batch's ack and fail messages go (a task's result for the wave)."""
+
+    ack_roots: list[np.ndarray]
+    ack_vals: list[np.ndarray]
+    fail_roots: list[int]
+    fail_reasons: list[FailReason]
+
+
+def batch_anchors(batch: Any) -> Anchors | None:
+    """The inputs' anchors_to_ids (None: no input of the batch is tracked)."""
+    return Anchors(batch.anc_off, batch.anc_root, batch.anc_val) if batch.anc_off is not None else None
+
+
+def execute_salt(task_id: int, wave: int) -> int:
+    """Identifies untracked executing inputs (and emits outside execute) of a task in a wave."""
+    return mix64_int((task_id << 32) ^ wave)
+
+
+def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
+                    out_ack: np.ndarray) -> Anchors | None:
+    """Edges for every anchored child of a batch; returns the children's anchors_to_ids and
+    XORs each edge into `out_ack` (per input row) or into a held anchor's own out value."""
+    tracked = anchors is not None and len(anchors.root) > 0
+    if not ((tracked and len(ix.pair_emit)) or ix.foreign):
+        return None
+    keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt)
+    ne = len(ix.values)
+    nc = len(ix.child_emit)
+    ccount = np.bincount(ix.child_emit, minlength=ne)
+    cstart = np.cumsum(ccount) - ccount
+    exec_key_of_emit = np.full(ne, _U64(salt))
+    inside = ix.rows >= 0  # emitted inside an execute: that input's key
+    exec_key_of_emit[inside] = keys[ix.rows[inside]]
+    parts: list[Contributions] = []
+    if tracked and len(ix.pair_emit):
+        pe = ix.pair_emit
+        grp, child_idx = expand(cstart[pe], ccount[pe])
+        pj = pe[grp]
+        parts.append(anchor_edges(anchors, keys, ix.pair_row[grp], child_idx, exec_key_of_emit[pj],
+                                  ix.ords[pj], ix.child_target[child_idx], out_ack))
+    if ix.foreign:
+        parts.append(_held_anchor_edges(ix.foreign, ccount, cstart, ix.child_target, exec_key_of_emit, ix.ords))
+    if len(parts) == 1 and not ix.multi and not ix.foreign:
+        # one anchor per emit: contributions are already in child order, roots unique
+        contrib = parts[0]
+        counts = np.bincount(contrib.child, minlength=nc)
+        off = np.zeros(nc + 1, _I64)
+        np.cumsum(counts, out=off[1:])
+        return Anchors(off, contrib.root, contrib.val)
+    contrib = parts[0] if len(parts) == 1 else Contributions(
+        np.concatenate([p.child for p in parts]), np.concatenate([p.root for p in parts]),
+        np.concatenate([p.val for p in parts]))
+    return contrib.merged(nc)
+
+
+def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
+                       ct: np.ndarray, exec_key: np.ndarray, ords: np.ndarray) -> Contributions:
+    """Edges for anchors received in an earlier batch or wave (held tuples): a Python loop,
+    since they are few; their out ack value lives on the Tuple itself."""
+    child, root, val = [], [], []
+    for j, a in foreign:
+        roots, vals = a._b.anchors_of(a._i)
+        if not len(roots):
+            continue
+        ka = mix64_int(int(roots[0]) ^ mix64_int(int(vals[0])))
+        ek, od = int(exec_key[j]), int(ords[j])
+        for c in range(int(cstart[j]), int(cstart[j] + ccount[j])):
+            e = edge_id_int(ka, ek, od, int(ct[c]))
+            a._out ^= e
+            for r in roots.tolist():
+                child.append(c)
+                root.append(r)
+                val.append(e)
+    return Contributions(np.array(child, _I64), np.array(root, _U64), np.array(val, _U64))
+
+
+def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails: list[tuple[Tuple, Any]],
+                  resets: list[Tuple], out_ack: np.ndarray, sink: MessageSink, component: str,
+                  task_id: int) -> None:
+    """Ack messages for acked inputs, zero messages for resets, failed roots with reasons."""
+    if anchors is None and all(t._b is batch for t in acks) and all(f[0]._b is batch for f in fails) \
+            and all(t._b is batch for t in resets):
+        return  # nothing here is tracked
+    here = Anchors.empty(len(batch)) if anchors is None else anchors
+    ack_rows = [t._i for t in acks if t._b is batch]
+    if ack_rows and len(here.root):
+        r, v = ack_messages(here, np.array(ack_rows, _I64), out_ack)
+        sink.ack_roots.append(r)
+        sink.ack_vals.append(v)
+    for t in acks:
+        if t._b is not batch:  # held from an earlier batch
+            roots, vals = t._b.anchors_of(t._i)
+            if len(roots):
+                sink.ack_roots.append(roots)
+                sink.ack_vals.append(vals ^ _U64(t._out))
+    reset_rows = [t._i for t in resets if t._b is batch]
+    if reset_rows and len(here.root):
+        _, roots = roots_of_rows(here, np.array(reset_rows, _I64))
+        sink.ack_roots.append(roots)
+        sink.ack_vals.append(np.zeros(len(roots), _U64))
+    for t in resets:
+        if t._b is not batch:
+            roots, _ = t._b.anchors_of(t._i)
+            sink.ack_roots.append(roots)
+            sink.ack_vals.append(np.zeros(len(roots), _U64))
+    for t, reason in fails:
+        roots, _ = t._b.anchors_of(t._i)
+        if len(roots):
+            why = reason or FailReason("failed", component, task_id)
+            for r in roots.tolist():
+                sink.fail_roots.append(r)
+                sink.fail_reasons.append(why)
+
+
+def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray) -> None:
+    """Inputs still pending after their batch may be held for later waves: each keeps its own
+    anchors and out-ack value, and lets the batch go."""
+    for t in tuples:
+        if t._done == 0:
+            i = t._i
+            t._out ^= int(out_ack[i])
+            t._b = batch.row_batch(i)
+            t._i = 0
