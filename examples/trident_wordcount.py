@@ -64,7 +64,7 @@ def build_topology():
 
 def done(cluster, name) -> bool:
     """The spout's files are all committed (new lines appended later are read by the next run)."""
-    return cluster.coordinator(name).spouts[0].spout.idle
+    return all(spout.idle for spout in cluster.spout_instances(name))
 
 
 def report() -> str:

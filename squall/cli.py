@@ -114,11 +114,6 @@ def summary_table(name: str, stats: dict[str, dict[str, Any]], seconds: float) -
     return t
 
 
-def _crash_of(cluster: Any, name: str) -> BaseException | None:
-    run = getattr(cluster, "_topologies", {}).get(name)
-    return getattr(run, "crash", None)
-
-
 def run_command(args: argparse.Namespace, console: Console) -> int:
     from squall.engine.cluster import LocalCluster  # noqa: PLC0415 - keep `squall --help` fast
 
@@ -130,7 +125,6 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     conf = dict(getattr(module, "CONF", None) or {})
     if args.spark_ui:
         conf["squall.spark.ui"] = True
-    done = getattr(module, "done", None)  # optional: stop early once it returns True
     if args.spark is not None and args.engine != "spark":
         console.print(f"[yellow]note:[/] --spark {escape(args.spark)} is ignored with --engine {args.engine}")
     if args.engine == "spark":
@@ -154,6 +148,22 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     how_long = "until Ctrl-C" if args.seconds == 0 else f"for {args.seconds:g}s"
     console.print(f"running topology [bold]{escape(name)}[/] on the {args.engine} engine {how_long}")
 
+    done = getattr(module, "done", None)  # optional: stop early once it returns True
+    code, crash, elapsed = _watch(args, cluster, name, done, console)
+    if elapsed < 0:
+        return EXIT_INTERRUPTED
+    _print_summary(console, name, coord, elapsed, getattr(module, "report", None))
+    if crash is not None:
+        console.print(f"[bold red]the topology stopped with an error:[/] {escape(f'{type(crash).__name__}: {crash}')}")
+        return EXIT_FAILED
+    return code
+
+
+def _watch(args: argparse.Namespace, cluster: Any, name: str, done: Any,
+           console: Console) -> tuple[int, BaseException | None, float]:
+    """Show progress until the time is up, the module's `done(cluster, name)` says so, the
+    topology crashes or Ctrl-C; then stop it. Returns (exit code, crash, seconds run; -1 when
+    a second Ctrl-C cut the stop short)."""
     progress = ProgressLine(cluster, name)
     t0 = time.monotonic()
     code = EXIT_OK
@@ -165,7 +175,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
                     while args.seconds == 0 or time.monotonic() - t0 < args.seconds:
                         time.sleep(1 / REFRESH_PER_SEC)
                         display.refresh()
-                        crash = _crash_of(cluster, name)
+                        crash = cluster.get_crash(name)
                         if crash is not None:
                             break
                         if done is not None and done(cluster, name):
@@ -181,21 +191,19 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
             cluster.kill_topology(name)
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         console.print("[red]interrupted again; exiting without a summary[/]")
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, None, -1.0
+    return code, crash, elapsed
 
+
+def _print_summary(console: Console, name: str, coord: Any, elapsed: float, report: Any) -> None:
     console.print(summary_table(name, coord.stats_dict(), elapsed))
-    report = getattr(module, "report", None)  # optional: what the topology computed
-    if report is not None:
+    if report is not None:  # optional: what the topology computed
         console.print(report())
     errors = list(coord.errors)
     if coord.error_count:
         console.print(f"[bold red]{coord.error_count} error(s)[/]; the last {min(len(errors), ERRORS_SHOWN)}:")
         for e in errors[-ERRORS_SHOWN:]:
             console.print(f"  [red]{escape(str(e))}[/]", highlight=False)
-    if crash is not None:
-        console.print(f"[bold red]the topology stopped with an error:[/] {escape(f'{type(crash).__name__}: {crash}')}")
-        return EXIT_FAILED
-    return code
 
 
 class _Display:

@@ -18,10 +18,20 @@ class InvalidTopologyException(Exception):
 
 
 class Component:
-    """What spouts and bolts share: output declaration and a per-component configuration."""
+    """What spouts and bolts share: output declaration and a per-component configuration.
+
+    The builder keeps the instance you pass to `set_spout`/`set_bolt` as a template: every task
+    gets its own copy (deep-copied locally, pickled for Spark), so create connections, locks and
+    files in `open`/`prepare`, not in `__init__`.
+    """
 
     def declare_output_fields(self, declarer: Any) -> None:
         """Declare each output stream's fields with `declarer.declare([...], stream=...)`."""
+
+    def check_engine(self, engine: str, conf: dict) -> None:
+        """Optional hook, called once in `submit_topology`, before anything runs, with the engine
+        name ("local" or "spark") and the effective topology conf. Raise (with a message that says
+        what to do) when this component cannot run there; do not start work or open connections."""
 
     def get_component_configuration(self) -> dict | None:
         """Settings for this component only, over the topology's conf (as in Storm). Read once,
@@ -32,17 +42,33 @@ class Component:
 class Spout(Component):
     """A source of tuples. Runs on the driver; `ack`/`fail` report the fate of each tree.
 
-    `fail` may take a `reason` keyword argument: it then receives a `FailReason` that says
-    whether the tree timed out, was failed by a bolt, or failed with an error, and where.
+    All of a spout's methods run on the coordinator's thread, between waves or while the wave
+    asks for tuples, never concurrently with each other.
     """
 
     def open(self, conf: dict, context: Any, collector: Any) -> None: ...
 
-    def next_tuple(self) -> None: ...
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples, and return promptly: the wave waits for it. Emitting nothing
+        tells the coordinator this spout is idle for now."""
 
-    def ack(self, msg_id: Any) -> None: ...
+    def ack(self, msg_id: Any) -> None:
+        """The tree of `msg_id` is fully processed."""
 
-    def fail(self, msg_id: Any) -> None: ...
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        """The tree of `msg_id` failed or timed out: replay it (emit it again) if it should be.
+
+        A `fail` that accepts a `reason` keyword (as this one does) receives a `FailReason`:
+        `timeout`, `failed` (a bolt failed it), `error` (an execute raised) or `lost` (its wave's
+        job died), with the component and task where known. A `fail(self, msg_id)` override
+        is called without it, as in Storm."""
+
+    def replay_key(self, msg_id: Any) -> Any:
+        """Optional: what stays the same when this spout replays a tuple under a new msg id
+        (Trident adds an attempt number). squall counts a tuple's lost waves by this key to
+        isolate and dead-letter poison tuples. Must be hashable or have a stable repr; called
+        on the coordinator, must not emit."""
+        return msg_id
 
     def activate(self) -> None: ...
 
@@ -58,6 +84,12 @@ class Bolt(Component):
 
     def execute(self, tuple: Any) -> None:  # noqa: A002 - Storm's parameter name
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, tuple)")
+
+    def finish_wave(self) -> None:
+        """Optional hook (squall's own): called once per wave after this task has executed every
+        input it got in that wave, and only in waves where it got some. It may emit (unanchored,
+        or anchored to tuples it holds), ack and fail held tuples, as in `execute`. It must not
+        block waiting for more input: the wave waits for it. Trident ends a batch here."""
 
     def cleanup(self) -> None: ...
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from squall.api.collectors import BasicBoltExecutor, OutputCollector, Recorded
-from squall.api.components import BasicBolt
+from squall.api.components import BasicBolt, Bolt
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple, tuples_of
@@ -40,6 +40,11 @@ class BoltTask(TaskBase):
         self.bolt = BasicBoltExecutor(instance) if isinstance(instance, BasicBolt) else instance
         self.collector = OutputCollector(component, self.streams, self)
         self.prepared = False
+
+    @property
+    def _has_finish_wave(self) -> bool:
+        hook = getattr(type(self.bolt), "finish_wave", None)
+        return hook is not None and hook is not Bolt.finish_wave
 
     def prepare(self) -> None:
         if not self.prepared:
@@ -113,9 +118,8 @@ class BoltTask(TaskBase):
             for batch in inbox:
                 if len(batch):
                     self._run_batch(batch, wave, res)
-            finish = getattr(self.bolt, "finish_wave", None)
-            if finish is not None and inbox:
-                self._finish_wave(finish, wave, res)
+            if inbox and self._has_finish_wave:
+                self._finish_wave(self.bolt.finish_wave, wave, res)
         finally:
             self._res = None
         return res

@@ -145,6 +145,19 @@ class LocalCluster:
     def coordinator(self, name: str) -> Coordinator:
         return self._get(name).coord
 
+    def topology_names(self) -> list[str]:
+        """The names of the running topologies."""
+        return sorted(self._topologies)
+
+    def get_crash(self, name: str) -> BaseException | None:
+        """The error that stopped a topology's wave loop, or None while it runs."""
+        return self._get(name).crash
+
+    def spout_instances(self, name: str, component: str | None = None) -> list[Any]:
+        """A running topology's spout instances (of one component, or all), e.g. to ask whether
+        a spout has read everything."""
+        return self._get(name).coord.spout_instances(component)
+
     def get_topology_stats(self, name: str) -> dict[str, dict[str, Any]]:
         return self._get(name).coord.stats_dict()
 

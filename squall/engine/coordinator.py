@@ -222,7 +222,7 @@ class Coordinator:
 
     def _replay_key(self, task: int, msg_id: Any) -> Any:
         # A spout that replays under new msg ids (Trident: an attempt number) says what stays the same.
-        replay_key = getattr(self._spout_by_task[task].spout, "replay_key", None)
+        replay_key = getattr(self._spout_by_task[task].spout, "replay_key", None)  # Spout.replay_key
         return replay_key(msg_id) if replay_key is not None else msg_id
 
     def _dead_letter(self, root: int, task: int, msg_id: Any) -> None:
