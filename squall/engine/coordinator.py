@@ -193,7 +193,7 @@ class Coordinator:
                     break
                 if coll.recorded_count == before or time.perf_counter() > deadline:
                     break
-        res, msg_ids, roots, vals = st.end(self.root_ids.take, self.tracking)
+        res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
         stats = self.stats[st.component]
         stats.emitted += res.emitted
         self._record(res.errors)
@@ -209,6 +209,9 @@ class Coordinator:
         else:
             for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
                 self._spout_ack(st, m)
+        for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
+            stats.failed += 1
+            self._spout_fail(st, m, reason)
         return res
 
     # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------

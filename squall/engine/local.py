@@ -9,6 +9,7 @@ import numpy as np
 from squall.api.config import component_conf
 from squall.api.topology import StormTopology
 from squall.engine.bolt_task import BoltTask
+from squall.engine.sealing import seal_outputs
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
 
@@ -44,7 +45,7 @@ class LocalExecutor:
             if not batches:
                 continue
             res = self.tasks[task_id].run(batches, wave)
-            for target, b in res.outputs:
+            for target, b in seal_outputs(res, to_bytes=False):  # the same verdict as Spark on bad values
                 inbox.setdefault(target, []).append(b)
             roots.extend(res.ack_roots)
             vals.extend(res.ack_vals)

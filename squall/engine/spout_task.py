@@ -3,19 +3,32 @@ output batches and the roots of the trees they start."""
 
 from __future__ import annotations
 
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from squall.api.collectors import SpoutOutputCollector
 from squall.api.topology import StormTopology
 from squall.engine.outputs import group_children
+from squall.engine.sealing import PLAIN_TYPES, describe, dumps, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
 from squall.reliability.emits import EmitIndex
-from squall.reliability.roots import spout_trees
+from squall.reliability.pending import FailReason
+from squall.reliability.roots import SharedRoot, spout_trees
 
 _EMPTY_U = np.zeros(0, np.uint64)
+
+
+class SpoutWave(NamedTuple):
+    """What a spout task's emits of one wave became."""
+
+    result: TaskResult
+    msg_ids: list  # of the emits that start a tree
+    roots: np.ndarray  # their roots (empty without tracking)
+    init_vals: np.ndarray  # their init values
+    rejected: list[tuple[Any, FailReason]]  # msg ids whose values cannot cross to a task: failed at once
 
 
 class SpoutTask(TaskBase):
@@ -40,24 +53,48 @@ class SpoutTask(TaskBase):
         res = self._res = self._new_result()
         return res
 
-    def end(self, roots_for: Any, tracking: bool) -> tuple[TaskResult, list, np.ndarray, np.ndarray]:
+    def end(self, roots_for: Any, tracking: bool) -> SpoutWave:
         """Turn this wave's emits into output batches, giving each emit with a msg id a root.
-
-        roots_for(k) hands out k root ids. Returns (result, msg ids of the emits that had one,
-        their roots, their init values); without tracking the roots are empty.
-        """
+        roots_for(k) hands out k root ids; without tracking the roots are empty."""
         res = self._res
         self._res = None
         emits = self.collector.take_recorded()
         res.emitted = len(emits)
         if res.captured is not None:
             self._capture(res, emits)
+        emits, rejected = self._reject_unserializable(emits, res)
         if not emits:
             self.last_values = []
-            return res, [], _EMPTY_U, _EMPTY_U
+            return SpoutWave(res, [], _EMPTY_U, _EMPTY_U, rejected)
         streams, values, mids, targets = zip(*emits)
         ix = EmitIndex.of_spout(values, streams, targets)
         trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
         res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix, trees.child_anchors))
         self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
-        return res, trees.msg_ids, trees.roots, trees.init_vals
+        return SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
+
+    def _reject_unserializable(self, emits: list[tuple], res: TaskResult) -> tuple[list[tuple], list]:
+        """Emits whose values cannot cross to a bolt task never start a tree: each is reported
+        and its msg id failed at once (every emit of a SharedRoot goes with it: one tree)."""
+        if not emits:
+            return emits, []
+        values = [e[1] for e in emits]
+        if set(map(type, chain.from_iterable(values))) <= PLAIN_TYPES:
+            return emits, []
+        try:
+            dumps(values)
+            return emits, []
+        except Exception:  # noqa: BLE001 - find the emits that cannot cross
+            bad = unserializable_rows(values)
+        rejected, bad_mids = [], set()
+        for j, field, err in bad:
+            so, vals, mid = emits[j][0], emits[j][1], emits[j][2]
+            rec = describe(self.component, self.task_id, so.stream, so.fields, vals, field, err)
+            res.errors.append(rec)
+            if mid is not None and id(mid) not in bad_mids:
+                bad_mids.add(id(mid))
+                msg_id = mid.msg_id if type(mid) is SharedRoot else mid
+                rejected.append((msg_id, FailReason("error", self.component, self.task_id, rec.error)))
+        bad_rows = {j for j, _, _ in bad}
+        kept = [e for j, e in enumerate(emits) if j not in bad_rows and id(e[2]) not in bad_mids]
+        return kept, rejected

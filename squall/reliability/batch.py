@@ -79,11 +79,10 @@ def single_row(component: str, stream: str, fields: tuple[str, ...], source_task
 
 def select_roots(batch: TupleBatch, roots: np.ndarray, keep_untracked: bool) -> TupleBatch | None:
     """The rows of a spout batch whose root is in `roots` (and, if asked, its untracked rows)."""
-    n = len(batch)
     if batch.anc_off is None:
         return batch if keep_untracked else None
     counts = np.diff(batch.anc_off)
-    row_root = np.zeros(n, _U64)
+    row_root = np.zeros(len(batch), _U64)
     has = counts > 0
     row_root[has] = batch.anc_root[batch.anc_off[:-1][has]]
     keep = np.isin(row_root, roots) & has
@@ -92,12 +91,18 @@ def select_roots(batch: TupleBatch, roots: np.ndarray, keep_untracked: bool) -> 
     if keep.all():
         return batch
     rows = np.flatnonzero(keep)
-    if not len(rows):
-        return None
-    c = counts[rows]
+    return take_rows(batch, rows) if len(rows) else None
+
+
+def take_rows(batch: TupleBatch, rows: np.ndarray) -> TupleBatch:
+    """A batch of the given rows of `batch` (in that order), with their anchors."""
+    values = [batch.values[r] for r in rows.tolist()]
+    if batch.anc_off is None:
+        return TupleBatch(batch.component, batch.stream, batch.fields, batch.source_task, values)
+    counts = np.diff(batch.anc_off)[rows]
     off = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(c, out=off[1:])
+    np.cumsum(counts, out=off[1:])
     pos = np.concatenate([np.arange(batch.anc_off[r], batch.anc_off[r + 1]) for r in rows]) if off[-1] else \
         np.zeros(0, np.int64)
-    return TupleBatch(batch.component, batch.stream, batch.fields, batch.source_task,
-                      [batch.values[r] for r in rows.tolist()], off, batch.anc_root[pos], batch.anc_val[pos])
+    return TupleBatch(batch.component, batch.stream, batch.fields, batch.source_task, values, off,
+                      batch.anc_root[pos], batch.anc_val[pos])

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from squall.api.topology import StormTopology
+from squall.engine.sealing import dumps
 from squall.engine.spark import worker
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
@@ -95,7 +96,7 @@ class SparkExecutor:
         per_part: dict[int, dict[tuple[int, int], list]] = {}
         for target, batch in spout_outputs:
             lv, p = layout.loc[target]
-            per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(batch)
+            per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(dumps(batch))
         spout_in = {}
         for p1, dests in per_part.items():
             recs = [Inputs(b) if lv == 1 else Forward(lv, p, b) for (lv, p), b in dests.items()]

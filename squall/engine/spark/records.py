@@ -13,13 +13,13 @@ from squall.engine.task_result import Counters
 
 
 class Inputs(NamedTuple):
-    """Input batches for the destination task (of the next level)."""
+    """Input batches (each a pickled TupleBatch) for the destination task (of the next level)."""
 
     batches: list
 
 
 class Forward(NamedTuple):
-    """Input for task `partition` of a later `level`, passed on level by level."""
+    """Input (pickled TupleBatches) for task `partition` of a later `level`, passed on level by level."""
 
     level: int
     partition: int

@@ -18,6 +18,7 @@ import numpy as np
 from squall.api.config import component_conf
 from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import tune_gc
+from squall.engine.sealing import portable_captured, seal_outputs
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
 from squall.reliability.anchoring import combine
 
@@ -135,15 +136,16 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
             other.append(rec)
     if inputs or state is None:
         task = _task_for(uid, setup, level, p, state)
-        res = task.run(inputs, wave)
-        for target, batch in res.outputs:
-            onward.setdefault(layout.loc[target], []).append(batch)
+        res = task.run([pickle.loads(b) for b in inputs], wave)
+        for target, blob in seal_outputs(res, to_bytes=True):  # each batch pickled once, here
+            onward.setdefault(layout.loc[target], []).append(blob)
         roots.extend(res.ack_roots)
         vals.extend(res.ack_vals)
         if res.fail_roots:
             other.append(Fails(res.fail_roots, res.fail_reasons))
         if res.executed or res.errors or res.captured:
-            other.append(Report(res.component, res.task, res.counters, res.errors, res.captured))
+            captured = portable_captured(res.captured) if res.captured else res.captured
+            other.append(Report(res.component, res.task, res.counters, res.errors, captured))
         state = State(wave, task.snapshot(cloudpickle.dumps))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     yield p, state  # stays in this partition: next wave's state for this task
