@@ -12,13 +12,15 @@
     a spout emitting `--driver-trees` tracked tuples to a bolt that never acks them. First
     `--driver-warmup` trees are emitted and acked (the bolt acks those), so every code path has run
     and nothing is pending; then the N trees are emitted; growth / N is the figure. Two passes:
-      - RSS (no tracing): the process's whole resident-memory growth, allocator overhead included;
+      - RSS (no tracing): the process's whole resident-memory growth, allocator overhead and the
+        msg id objects included (`driver_rss_bytes_per_pending_tree`);
       - tracemalloc: the live Python and numpy allocations, each charged to the innermost Python
         line that made it. What the bench's own spout code allocated and squall keeps (the msg id
         objects: Storm's pending map keeps them too, and their size is the user's choice) is
-        reported apart as `spout_msg_id_bytes_per_pending_tree`; everything else is the driver's
-        (`driver_bytes_per_pending_tree`), split by squall file (`driver_bytes_per_pending_tree_by_file`;
-        "other": allocations made outside squall's files), with the top lines on stderr.
+        reported apart as `spout_msg_id_bytes_per_pending_tree`; the bench's own bookkeeping is
+        left out; everything else is the driver's (`driver_bytes_per_pending_tree`), split by
+        squall file (`driver_bytes_per_pending_tree_by_file`; "other": allocations made outside
+        squall's files), with the top lines on stderr.
     The spout itself keeps nothing per tuple, so there is nothing of the test's own to subtract.
 
     .venv/bin/python bench/acker.py [--trees-pending N] [--waves N] [--batch N] [--ackers N]
@@ -50,6 +52,10 @@ from squall.reliability.ledger import XorLedger
 EDGES_PER_TREE = 4
 BYTES_PER_TREE_GOAL = 24
 ACKS_PER_SEC_GOAL = 10_000_000
+
+
+def say(*a: Any) -> None:
+    print(*a, file=sys.stderr, flush=True)
 
 
 def random_nonzero(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -268,10 +274,6 @@ def bench_driver_traced(trees: int, warmup: int) -> dict:
     for (who, where), size in [kv for kv in line1.most_common() if kv[0][0] != "bench"][:TOP_LINES]:
         say(f"  {size / trees:9.2f} B  {who:<36} {where}")
     return {"bytes_per_tree": sum(per_tree.values()), "by_file": per_tree, "spout_bytes_per_tree": spout}
-
-
-def say(*a: Any) -> None:
-    print(*a, file=sys.stderr, flush=True)
 
 
 def _round(x: float | None, nd: int) -> float | None:
