@@ -7,26 +7,55 @@
     every tree in shuffled order, split over two `apply` calls (so some trees complete in the
     first call, most in the second). Only the `apply` calls are timed. Every tree must complete
     and the ledger must be empty at the end.
+(c) the driver's whole memory per pending tree, measured, not computed from sizes: a real
+    topology on the local engine (public API, simulated time, timeouts disabled, no max pending),
+    a spout emitting `--driver-trees` tracked tuples to a bolt that never acks them. First
+    `--driver-warmup` trees are emitted and acked (the bolt acks those), so every code path has run
+    and nothing is pending; then the N trees are emitted; growth / N is the figure. Two passes:
+      - RSS (no tracing): the process's whole resident-memory growth, allocator overhead and the
+        msg id objects included (`driver_rss_bytes_per_pending_tree`);
+      - tracemalloc: the live Python and numpy allocations, each charged to the innermost Python
+        line that made it. What the bench's own spout code allocated and squall keeps (the msg id
+        objects: Storm's pending map keeps them too, and their size is the user's choice) is
+        reported apart as `spout_msg_id_bytes_per_pending_tree`; the bench's own bookkeeping is
+        left out; everything else is the driver's (`driver_bytes_per_pending_tree`), split by
+        squall file (`driver_bytes_per_pending_tree_by_file`; "other": allocations made outside
+        squall's files), with the top lines on stderr.
+    The spout itself keeps nothing per tuple, so there is nothing of the test's own to subtract.
 
     .venv/bin/python bench/acker.py [--trees-pending N] [--waves N] [--batch N] [--ackers N]
+                                    [--driver-trees N] [--driver-warmup N]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import inspect
 import json
+import os
 import platform
 import sys
 import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+import squall
+from squall import Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 
 EDGES_PER_TREE = 4
 BYTES_PER_TREE_GOAL = 24
 ACKS_PER_SEC_GOAL = 10_000_000
+
+
+def say(*a: Any) -> None:
+    print(*a, file=sys.stderr, flush=True)
 
 
 def random_nonzero(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -96,6 +125,161 @@ def bench_speed(waves: int, batch: int, ackers: int, split: float) -> dict:
             "correct": bool(ok)}
 
 
+# -- (c) the driver's memory per pending tree, on a running topology -----------------------------
+
+DRIVER_TOPOLOGY = "acker-driver-memory"
+DRIVER_SPOUT = "numbers"
+IDLE_TIMEOUT_SECS = 600
+TOP_LINES = 8
+
+# Read by every copy of the spout (the cluster deep-copies components; a module global is shared).
+_GATE: dict[str, Any] = {"left": 0, "next": 1, "warmup": False}
+
+
+class NumberSpout(Spout):
+    """Emits the tuples `release` allows, [n] with msg id n (negative during the warm-up). Keeps
+    nothing per tuple, so whatever of it is still alive afterwards is held by squall."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        gate = _GATE
+        if gate["left"] <= 0:
+            return
+        gate["left"] -= 1
+        n = gate["next"]
+        gate["next"] = n + 1
+        if gate["warmup"]:
+            n = -n
+        self.collector.emit([n], msg_id=n)
+
+
+class WarmupAckBolt(Bolt):
+    """Acks the warm-up tuples only; the others it neither acks nor keeps: their trees stay pending."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tuple: Any) -> None:  # noqa: A002 - Storm's parameter name
+        if tuple[0] < 0:
+            self.collector.ack(tuple)
+
+
+def release(n: int, warmup: bool) -> None:
+    _GATE.update(left=n, warmup=warmup)
+
+
+def driver_topology() -> tuple[Config, Any]:
+    builder = TopologyBuilder()
+    builder.set_spout(DRIVER_SPOUT, NumberSpout(), parallelism=1)
+    builder.set_bolt("hold", WarmupAckBolt(), parallelism=1).shuffle_grouping(DRIVER_SPOUT)
+    conf = Config()
+    conf[Config.TOPOLOGY_ACKER_EXECUTORS] = 1
+    conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = False  # the trees stay pending however long it takes
+    conf[Config.TOPOLOGY_MAX_SPOUT_PENDING] = None
+    return conf, builder.create_topology()
+
+
+def driver_pass(trees: int, warmup: int, probe: Callable[[], Any]) -> tuple[Any, Any]:
+    """Warm up (trees emitted and acked), probe with nothing pending, emit `trees` that stay
+    pending, probe again. Raises if the spout's counts say otherwise."""
+    conf, topology = driver_topology()
+    with LocalCluster(engine="local", simulated_time=True) as cluster:
+        cluster.submit_topology(DRIVER_TOPOLOGY, conf, topology)
+        release(warmup, warmup=True)
+        cluster.wait_idle(IDLE_TIMEOUT_SECS)
+        before = probe()
+        release(trees, warmup=False)
+        cluster.wait_idle(IDLE_TIMEOUT_SECS)
+        after = probe()
+        st = cluster.get_topology_stats(DRIVER_TOPOLOGY)[DRIVER_SPOUT]
+    want = {"emitted": warmup + trees, "acked": warmup, "failed": 0, "errors": 0}
+    got = {k: st[k] for k in want}
+    if got != want:
+        raise RuntimeError(f"driver memory pass: spout counts {got}, expected {want}")
+    return before, after
+
+
+def rss_bytes() -> int:
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench_driver_rss(trees: int, warmup: int) -> dict:
+    """Whole-process resident growth; run before anything else allocates much, so the growth is
+    not hidden in memory that earlier work freed but the allocator kept."""
+    if not os.path.exists("/proc/self/statm"):
+        return {"rss_bytes_per_tree": None}
+    before, after = driver_pass(trees, warmup, rss_bytes)
+    return {"rss_bytes_per_tree": (after - before) / trees}
+
+
+class Attribution:
+    """Who made an allocation, from its innermost Python line: a squall file, this bench's spout
+    and bolt (`spout`), the rest of this bench (`bench`: its own bookkeeping, such as the first
+    probe's figures), or anything else (`other`)."""
+
+    def __init__(self) -> None:
+        self.squall_dir = os.path.dirname(os.path.abspath(squall.__file__))
+        self.bench_file = NumberSpout.next_tuple.__code__.co_filename
+        self.spout_lines: set[int] = set()
+        for cls in (NumberSpout, WarmupAckBolt):
+            lines, start = inspect.getsourcelines(cls)
+            self.spout_lines.update(range(start, start + len(lines)))
+
+    def owner(self, filename: str, lineno: int) -> str:
+        if filename == self.bench_file:
+            return "spout" if lineno in self.spout_lines else "bench"
+        path = os.path.abspath(filename)
+        if path.startswith(self.squall_dir + os.sep):
+            return "squall/" + os.path.relpath(path, self.squall_dir)
+        return "other"
+
+    def sizes(self) -> tuple[Counter, Counter]:
+        """Live bytes per owner and per (owner, file:line), from a fresh snapshot."""
+        gc.collect()
+        snap = tracemalloc.take_snapshot()
+        by_owner: Counter = Counter()
+        by_line: Counter = Counter()
+        for stat in snap.statistics("lineno"):
+            frame = stat.traceback[0]
+            who = self.owner(frame.filename, frame.lineno)
+            by_owner[who] += stat.size
+            by_line[(who, f"{frame.filename}:{frame.lineno}")] += stat.size
+        return by_owner, by_line
+
+
+def bench_driver_traced(trees: int, warmup: int) -> dict:
+    """tracemalloc growth per pending tree, by owner (one frame per trace: deeper is 3x slower)."""
+    attribution = Attribution()
+    tracemalloc.start(1)
+    try:
+        (own0, line0), (own1, line1) = driver_pass(trees, warmup, attribution.sizes)
+    finally:
+        tracemalloc.stop()
+    own1.subtract(own0)
+    line1.subtract(line0)
+    per_tree = {k: v / trees for k, v in own1.items()}
+    spout = per_tree.pop("spout", 0.0)
+    per_tree.pop("bench", None)
+    say(f"acker: driver memory, top lines by growth per pending tree ({trees:,} trees):")
+    for (who, where), size in [kv for kv in line1.most_common() if kv[0][0] != "bench"][:TOP_LINES]:
+        say(f"  {size / trees:9.2f} B  {who:<36} {where}")
+    return {"bytes_per_tree": sum(per_tree.values()), "by_file": per_tree, "spout_bytes_per_tree": spout}
+
+
+def _round(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trees-pending", type=int, default=1_000_000)
@@ -104,8 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=100_000, help="trees per wave in the speed test")
     p.add_argument("--split", type=float, default=0.6, help="share of a wave's acks in its first apply call")
     p.add_argument("--ackers", type=int, default=1)
+    p.add_argument("--driver-trees", type=int, default=200_000, help="trees left pending in the driver test")
+    p.add_argument("--driver-warmup", type=int, default=10_000, help="trees emitted and acked before it")
     args = p.parse_args(argv)
 
+    # The driver passes first, while the process's allocator has no freed memory to hide growth in.
+    rss = bench_driver_rss(args.driver_trees, args.driver_warmup)
+    traced = bench_driver_traced(args.driver_trees, args.driver_warmup)
     mem = bench_memory(args.trees_pending, args.init_batch, args.ackers)
     speed = bench_speed(args.waves, args.batch, args.ackers, args.split)
     out = {
@@ -115,6 +304,13 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_per_tree_goal": BYTES_PER_TREE_GOAL,
         "trees_pending": mem["trees_pending"],
         "ledger_nbytes": mem["ledger_nbytes"],
+        "driver_bytes_per_pending_tree": round(traced["bytes_per_tree"], 1),
+        "driver_bytes_per_pending_tree_by_file": {k: round(v, 2) for k, v in sorted(traced["by_file"].items())
+                                                  if abs(v) >= 0.01},
+        "spout_msg_id_bytes_per_pending_tree": round(traced["spout_bytes_per_tree"], 1),
+        "driver_rss_bytes_per_pending_tree": _round(rss["rss_bytes_per_tree"], 1),
+        "driver_trees_pending": args.driver_trees,
+        "driver_warmup_trees": args.driver_warmup,
         "acks_per_sec": round(speed["acks_per_sec"]),
         "acks_per_sec_goal": ACKS_PER_SEC_GOAL,
         "ack_messages": speed["ack_messages"],

@@ -11,8 +11,14 @@ are the spout's, over the measured window only (the warm-up's slow first waves a
 With `--engine spark` (squall's session: `local[2]` unless `--spark MASTER`), the same run also
 measures, each over >= `--seconds`:
   - Bytewax (the `bench` extra, `pip install "bytewax==0.21.*"`; null when not installed): the
-    same word count (flat_map split, key_on word, stateful_map count) on one worker with
-    `run_main` and a `TestingSource`;
+    same word count (redistribute, flat_map split, key_on word, stateful_map count) over a
+    `TestingSource`, with as many workers as squall has tasks per bolt. `--parallelism P` gives
+    squall one spout task, P split tasks and P count tasks; Bytewax gets P workers
+    (`cluster_main(flow, [], 0, worker_count_per_proc=P)`, what `python -m bytewax.run -w P` runs:
+    P worker threads in one process), partitioned the same way: the source has one partition (the
+    one spout task), `redistribute` spreads the sentences over the P workers before the split
+    (the shuffle grouping), and the count is keyed by word, so each word is counted on one of the
+    P workers (the fields grouping);
   - plain PySpark, no reliability, on the same session: RDD flatMap + reduceByKey and DataFrame
     split/explode/groupBy; the faster is reported;
   both over the same sentences: the first N of the spout's own generator (same seed), N = the
@@ -22,12 +28,21 @@ measures, each over >= `--seconds`:
     a wave with no input at all, and of `Coordinator.run_wave` when the spout emits nothing.
 
     .venv/bin/python bench/wordcount.py [--engine local|spark] [--seconds 10] [--parallelism 2]
-                                        [--profile] [--profile-spark]
+                                        [--check-sentences 20000] [--profile] [--profile-spark]
 
 `--profile` runs the acking case under cProfile (in the thread that drives the waves) and prints
 the top 25 functions by tottime to stderr. `--profile-spark` reports, for the acking case on
 Spark, where wave time goes (driver-side spout, Spark job, ledger/acks; stages and tasks per wave
 and their executor time from Spark's status store) in the JSON line and as a table on stderr.
+
+Counts are checked for every system, each against the word counts of its own corpus computed
+here (a Counter over `str.split`, by none of the compared systems). squall, on the measured
+engine: the measured runs never end, so the same topology (same parallelism and conf, one acker)
+counts the spout's first `--check-sentences` sentences to completion (`complete_topology`, public
+squall.testing); a word's count is the largest the count bolt emitted for it. Bytewax and plain
+PySpark (RDD and DataFrame): the final counts of every pass. `counts_correct` in the JSON line
+maps each system to true or false (null: it did not run); any false makes the exit status 1,
+with which system was wrong and how on stderr.
 
 The machine's other load makes every number noisy: compare runs made back to back.
 """
@@ -46,6 +61,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from operator import add
 from pathlib import Path
 from types import ModuleType
@@ -73,6 +89,7 @@ PROFILE_TOP = 25
 OVERHEAD_WARMUP_WAVES = 3
 OVERHEAD_WAVES = 15
 MAX_COMPARE_SENTENCES = 3_000_000
+CHECK_SENTENCES = 20_000
 
 
 def say(*a: Any) -> None:
@@ -403,7 +420,7 @@ def print_spark_profile(p: dict[str, Any]) -> None:
         f"{p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run)")
 
 
-# -- the same sentences, for Bytewax and plain PySpark ------------------------------------------------
+# -- the corpus: the spout's own sentences -----------------------------------------------------------
 
 
 def sentences_of(example: ModuleType, n: int) -> list[str]:
@@ -413,36 +430,116 @@ def sentences_of(example: ModuleType, n: int) -> list[str]:
     return [spout._sentence() for _ in range(n)]
 
 
-def repeat_passes(label: str, one_pass: Any, tuples_per_pass: int, seconds: float) -> dict[str, Any]:
-    """One warm-up pass, then passes until `seconds` are measured. `one_pass()` returns the final
-    counts, checked against the expected ones by the caller."""
+# -- counts: every system's against the corpus's own ------------------------------------------------
+
+
+def expected_counts(sentences: list[str]) -> Counter:
+    """The word counts of a corpus, computed here, by none of the compared systems."""
+    return Counter(w for s in sentences for w in s.split())
+
+
+def count_errors(expected: Mapping[str, int], got: Mapping[str, int] | None, show: int = 5) -> list[str]:
+    """How `got` differs from `expected`, one line per kind of difference; [] when they are equal."""
+    if got is None:
+        return ["no counts at all"]
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    wrong = sorted(w for w in set(expected) & set(got) if got[w] != expected[w])
+    errors = []
+    if missing:
+        errors.append(f"{len(missing)} word(s) missing, e.g. "
+                      + ", ".join(f"{w!r} (expected {expected[w]})" for w in missing[:show]))
+    if extra:
+        errors.append(f"{len(extra)} word(s) not in the corpus, e.g. "
+                      + ", ".join(f"{w!r}: {got[w]}" for w in extra[:show]))
+    if wrong:
+        errors.append(f"{len(wrong)} word(s) with a wrong count, e.g. "
+                      + ", ".join(f"{w!r}: {got[w]} (expected {expected[w]})" for w in wrong[:show]))
+    if errors:
+        errors.append(f"{sum(got.values()):,} words counted in all, {sum(expected.values()):,} expected")
+    return errors
+
+
+def counts_verdict(errors_by_system: Mapping[str, list[str] | None]) -> dict[str, bool | None]:
+    """counts_correct per system (None: it did not run); says on stderr which system is wrong and how."""
+    correct: dict[str, bool | None] = {}
+    for system, errors in errors_by_system.items():
+        correct[system] = None if errors is None else not errors
+        for e in errors or ():
+            say(f"bench: WRONG COUNTS from {system}: {e}")
+    return correct
+
+
+def exit_status(counts_correct: Mapping[str, bool | None]) -> int:
+    """Non-zero when any system that ran counted wrong."""
+    return 1 if any(ok is False for ok in counts_correct.values()) else 0
+
+
+def final_counts(word_counts: Any) -> dict[str, int]:
+    """A running count's final value per word: the largest count emitted for it."""
+    final: dict[str, int] = {}
+    for word, n in word_counts:
+        if n > final.get(word, 0):
+            final[word] = n
+    return final
+
+
+def squall_counts(example: ModuleType, engine: str, spark: Any, parallelism: int,
+                  sentences: list[str]) -> dict[str, int]:
+    """squall's word counts over `sentences`: the measured topology (same engine, parallelism, conf,
+    one acker), its spout replaced by these sentences, run until every one is acked or failed
+    (`complete_topology`, public squall.testing); a word's count is the largest the count bolt emitted."""
+    from squall.testing import complete_topology  # noqa: PLC0415
+
+    conf = Config(example.CONF)
+    conf[Config.TOPOLOGY_ACKER_EXECUTORS] = 1
+    say(f"bench: squall on {engine}: counting {len(sentences):,} sentences to completion to check the counts ...")
+    result = complete_topology(example.build_topology(parallelism=parallelism),
+                               mocked_sources={SPOUT: [[s] for s in sentences]}, conf=conf, engine=engine,
+                               spark=spark)
+    if result.failed(SPOUT):
+        say(f"bench:   {len(result.failed(SPOUT)):,} sentence tree(s) failed in the check run")
+    return final_counts(result.emitted("count"))
+
+
+# -- Bytewax and plain PySpark over the same sentences ----------------------------------------------
+
+
+def repeat_passes(label: str, one_pass: Callable[[], Mapping[str, int]], tuples_per_pass: int, seconds: float,
+                  expected: Mapping[str, int]) -> dict[str, Any]:
+    """One warm-up pass, then passes until `seconds` are measured. Every pass's final counts are
+    checked against `expected` (outside the timed part); `count_errors` are the first wrong pass's."""
     say(f"bench: {label}: warm-up pass ...")
-    got = one_pass()
+    errors = count_errors(expected, one_pass())
     passes, spent = 0, 0.0
-    t_first = None
     while spent < seconds:
         t = time.perf_counter()
         got = one_pass()
-        dt = time.perf_counter() - t
-        t_first = dt if t_first is None else t_first
-        spent += dt
+        spent += time.perf_counter() - t
         passes += 1
+        errors = errors or count_errors(expected, got)
     rate = passes * tuples_per_pass / spent
     say(f"bench:   {label}: {rate:,.0f} bolt-tuples/s ({passes} passes, {spent:.1f}s)")
-    return {"bolt_tuples_per_sec": rate, "passes": passes, "secs": spent, "counts": got}
+    return {"bolt_tuples_per_sec": rate, "passes": passes, "secs": spent, "count_errors": errors}
 
 
-def run_bytewax(sentences: list[str], tuples: int, seconds: float, batch: int) -> dict[str, Any] | None:
+def bytewax_word_count(sentences: list[str], workers: int, batch: int) -> Callable[[], dict[str, int]] | None:
+    """One pass of Bytewax's word count as a function (None: bytewax is not installed). Partitioned
+    as squall's topology: one input partition (the spout's one task), `redistribute` to every worker
+    before the split (shuffle grouping to the split tasks), keyed by word for the count (fields
+    grouping to the count tasks); `workers` worker threads in this process (`bytewax.run -w`)."""
     try:
         import bytewax.operators as op  # noqa: PLC0415
         from bytewax.dataflow import Dataflow  # noqa: PLC0415
         from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
-        from bytewax.testing import TestingSource, run_main  # noqa: PLC0415
+        from bytewax.testing import TestingSource, cluster_main  # noqa: PLC0415
     except ImportError:
         say('bench: bytewax is not installed (pip install "bytewax==0.21.*", the `bench` extra): skipped')
         return None
 
     class FinalCounts(StatelessSinkPartition):
+        """A word is counted on one worker only (keyed), so its last write is its final count."""
+
         def __init__(self, final: dict[str, int]) -> None:
             self.final = final
 
@@ -466,17 +563,27 @@ def run_bytewax(sentences: list[str], tuples: int, seconds: float, batch: int) -
         final: dict[str, int] = {}
         flow = Dataflow("wordcount")
         s = op.input("sentences", flow, TestingSource(sentences, batch_size=batch))
+        s = op.redistribute("shuffle", s)
         words = op.flat_map("split", s, str.split)
         keyed = op.key_on("word", words, lambda w: w)
         counts = op.stateful_map("count", keyed, count)
         op.output("out", counts, Sink(final))
-        run_main(flow)
+        cluster_main(flow, [], 0, worker_count_per_proc=workers)
         return final
 
-    return repeat_passes(f"bytewax (1 worker, batch {batch})", one_pass, tuples, seconds)
+    return one_pass
 
 
-def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: float) -> dict[str, Any]:
+def run_bytewax(sentences: list[str], tuples: int, seconds: float, batch: int, workers: int,
+                expected: Mapping[str, int]) -> dict[str, Any] | None:
+    one_pass = bytewax_word_count(sentences, workers, batch)
+    if one_pass is None:
+        return None
+    return repeat_passes(f"bytewax ({workers} workers, batch {batch})", one_pass, tuples, seconds, expected)
+
+
+def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: float,
+                      expected: Mapping[str, int]) -> dict[str, Any]:
     """No reliability: RDD flatMap + reduceByKey, and DataFrame split/explode/groupBy (Arrow
     upload, 2 shuffle partitions); each pass ships the sentences from the driver, as squall does."""
     import pandas as pd  # noqa: PLC0415
@@ -500,8 +607,8 @@ def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: 
     session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
     sc.setJobGroup("bench-plain", "plain PySpark word count")
     try:
-        rdd = repeat_passes("plain PySpark RDD", rdd_pass, tuples, seconds)
-        df = repeat_passes("plain PySpark DataFrame", df_pass, tuples, seconds)
+        rdd = repeat_passes("plain PySpark RDD", rdd_pass, tuples, seconds, expected)
+        df = repeat_passes("plain PySpark DataFrame", df_pass, tuples, seconds, expected)
     finally:
         for k, v in old.items():
             if v is None:
@@ -607,12 +714,13 @@ def _ratio(a: float | None, b: float | None, nd: int = 3) -> float | None:
     return round(a / b, nd) if a and b else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="word-count bolt-tuples/s with and without acking (and, on Spark, "
                                             "against Bytewax and plain PySpark); one JSON line on stdout")
     p.add_argument("--engine", choices=("local", "spark"), default="local")
     p.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case (after the warm-up)")
-    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--parallelism", type=int, default=2,
+                   help="tasks per bolt for squall, and Bytewax's worker count")
     p.add_argument("--spark", metavar="MASTER", default=SPARK_MASTER,
                    help=f"Spark master for --engine spark (default {SPARK_MASTER})")
     p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default: 2 local, 5 spark)")
@@ -622,13 +730,90 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=None,
                    help="sentences per pass for Bytewax and plain PySpark (default: what squall's acking case "
                         "emitted in its window)")
+    p.add_argument("--check-sentences", type=int, default=CHECK_SENTENCES,
+                   help=f"sentences squall counts to completion for the counts check (default {CHECK_SENTENCES:,})")
     p.add_argument("--bytewax-batch", type=int, default=1000, help="TestingSource batch_size for Bytewax")
     p.add_argument("--no-compare", action="store_true", help="spark: skip Bytewax, plain PySpark, wave overhead")
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
     p.add_argument("--profile-spark", action="store_true",
                    help="spark: where the acking case's wave time goes (driver steps, stages, tasks)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def squall_fields(args: argparse.Namespace, acking: dict[str, Any], no_acking: dict[str, Any]) -> dict[str, Any]:
+    a, n = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
+    return {
+        "engine": args.engine,
+        "spark_master": args.spark if args.engine == "spark" else None,
+        "bolt_tuples_per_sec_acking": round(a),
+        "bolt_tuples_per_sec_no_acking": round(n),
+        "acking_cost_ratio": _ratio(n, a),
+        "complete_latency_p50_ms": _r(acking["p50"]),
+        "complete_latency_p99_ms": _r(acking["p99"]),
+        "goal_bolt_tuples_per_sec": GOAL_BOLT_TUPLES_PER_SEC[args.engine],
+        "goal_acking_cost_ratio_max": GOAL_ACKING_COST_RATIO_MAX,
+        "goal_complete_latency_p99_ms_max": GOAL_P99_MS_MAX,
+        "sentences_per_sec_acking": round(acking["sentences_per_sec"]),
+        "sentences_per_sec_no_acking": round(no_acking["sentences_per_sec"]),
+        "sentences_per_wave_acking": round(acking["sentences_per_wave"]),
+        "sentences_per_wave_no_acking": round(no_acking["sentences_per_wave"]),
+        "waves_per_sec_acking": _r(acking["waves_per_sec"], 2),
+        "waves_per_sec_no_acking": _r(no_acking["waves_per_sec"], 2),
+        "measured_wave_secs_acking": _r(acking["secs"], 2),
+        "measured_wave_secs_no_acking": _r(no_acking["secs"], 2),
+        "failed_trees": acking["failed"],
+        "errors": acking["errors"] + no_acking["errors"],
+    }
+
+
+def compare(args: argparse.Namespace, example: ModuleType, session: Any, acking: dict[str, Any]
+            ) -> tuple[dict[str, Any], dict[str, list[str] | None]]:
+    """Bytewax, plain PySpark and the wave overhead: their JSON fields and each system's count errors."""
+    a = acking["bolt_tuples_per_sec"]
+    nsent = args.sentences or min(max(acking["sentences"], 1000), MAX_COMPARE_SENTENCES)
+    t = time.perf_counter()
+    sentences = sentences_of(example, nsent)
+    gen_secs = time.perf_counter() - t
+    expected = expected_counts(sentences)
+    tuples = nsent + sum(expected.values())
+    say(f"bench: {nsent:,} sentences ({tuples:,} bolt-tuples) per pass for Bytewax and plain PySpark")
+
+    bw = run_bytewax(sentences, tuples, args.seconds, args.bytewax_batch, args.parallelism, expected)
+    plain = run_plain_pyspark(session, sentences, tuples, args.seconds, expected)
+    best = max(plain, key=lambda k: plain[k]["bolt_tuples_per_sec"])
+    overhead = wave_overhead(example, session, args.parallelism)
+    bw_rate = bw["bolt_tuples_per_sec"] if bw else None
+    plain_rate = plain[best]["bolt_tuples_per_sec"]
+    fields = {
+        "compare_sentences_per_pass": nsent,
+        "compare_bolt_tuples_per_pass": tuples,
+        "sentence_generation_us": round(1e6 * gen_secs / nsent, 2),
+        "bytewax_bolt_tuples_per_sec": round(bw_rate) if bw_rate else None,
+        "bytewax_batch_size": args.bytewax_batch if bw else None,
+        "bytewax_workers": args.parallelism if bw else None,
+        "squall_over_bytewax": _ratio(a, bw_rate),
+        "goal_squall_over_bytewax_min": GOAL_SQUALL_OVER_BYTEWAX_MIN,
+        "plain_pyspark_bolt_tuples_per_sec": round(plain_rate),
+        "plain_pyspark_variant": best,
+        "plain_pyspark_rdd_bolt_tuples_per_sec": round(plain["rdd"]["bolt_tuples_per_sec"]),
+        "plain_pyspark_dataframe_bolt_tuples_per_sec": round(plain["dataframe"]["bolt_tuples_per_sec"]),
+        "plain_over_squall": _ratio(plain_rate, a),
+        "goal_plain_over_squall_max": GOAL_PLAIN_OVER_SQUALL_MAX,
+        "empty_wave_ms": _r(overhead["one_sentence_executor_ms"]),
+        "empty_wave_coordinator_ms": _r(overhead["one_sentence_coordinator_ms"]),
+        "no_input_wave_executor_ms": _r(overhead["no_input_executor_ms"]),
+        "no_input_wave_collect_ms": _r(overhead["no_input_collect_ms"]),
+        "no_spout_output_wave_ms": _r(overhead["no_spout_output_coordinator_ms"], 4),
+        "goal_empty_wave_ms_max": GOAL_EMPTY_WAVE_MS_MAX,
+    }
+    errors = {"bytewax": bw["count_errors"] if bw else None,
+              "plain_pyspark_rdd": plain["rdd"]["count_errors"],
+              "plain_pyspark_dataframe": plain["dataframe"]["count_errors"]}
+    return fields, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     # The JSON line alone on stdout: everything else written to fd 1 (the JVM's output included) goes to stderr.
     json_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -654,70 +839,19 @@ def main(argv: list[str] | None = None) -> int:
         print_spark_profile(acking["profile_spark"])
     no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
                          args.wave_tuples)
+    out = squall_fields(args, acking, no_acking)
 
-    a, n = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
-    out: dict[str, Any] = {
-        "engine": args.engine,
-        "spark_master": args.spark if args.engine == "spark" else None,
-        "bolt_tuples_per_sec_acking": round(a),
-        "bolt_tuples_per_sec_no_acking": round(n),
-        "acking_cost_ratio": _ratio(n, a),
-        "complete_latency_p50_ms": _r(acking["p50"]),
-        "complete_latency_p99_ms": _r(acking["p99"]),
-        "goal_bolt_tuples_per_sec": GOAL_BOLT_TUPLES_PER_SEC[args.engine],
-        "goal_acking_cost_ratio_max": GOAL_ACKING_COST_RATIO_MAX,
-        "goal_complete_latency_p99_ms_max": GOAL_P99_MS_MAX,
-        "sentences_per_sec_acking": round(acking["sentences_per_sec"]),
-        "sentences_per_sec_no_acking": round(no_acking["sentences_per_sec"]),
-        "sentences_per_wave_acking": round(acking["sentences_per_wave"]),
-        "sentences_per_wave_no_acking": round(no_acking["sentences_per_wave"]),
-        "waves_per_sec_acking": _r(acking["waves_per_sec"], 2),
-        "waves_per_sec_no_acking": _r(no_acking["waves_per_sec"], 2),
-        "measured_wave_secs_acking": _r(acking["secs"], 2),
-        "measured_wave_secs_no_acking": _r(no_acking["secs"], 2),
-        "failed_trees": acking["failed"],
-        "errors": acking["errors"] + no_acking["errors"],
-    }
-
+    check = sentences_of(example, args.check_sentences)
+    got = squall_counts(example, args.engine, spark, args.parallelism, check)
+    errors: dict[str, list[str] | None] = {f"squall_{args.engine}": count_errors(expected_counts(check), got)}
     if args.engine == "spark" and not args.no_compare:
-        nsent = args.sentences or min(max(acking["sentences"], 1000), MAX_COMPARE_SENTENCES)
-        t = time.perf_counter()
-        sentences = sentences_of(example, nsent)
-        gen_secs = time.perf_counter() - t
-        expected = Counter(w for s in sentences for w in s.split())
-        tuples = nsent + sum(expected.values())
-        say(f"bench: {nsent:,} sentences ({tuples:,} bolt-tuples) per pass for Bytewax and plain PySpark")
-
-        bw = run_bytewax(sentences, tuples, args.seconds, args.bytewax_batch)
-        plain = run_plain_pyspark(session, sentences, tuples, args.seconds)
-        best = max(plain, key=lambda k: plain[k]["bolt_tuples_per_sec"])
-        overhead = wave_overhead(example, session, args.parallelism)
-        bw_rate = bw["bolt_tuples_per_sec"] if bw else None
-        plain_rate = plain[best]["bolt_tuples_per_sec"]
-        out.update({
-            "compare_sentences_per_pass": nsent,
-            "compare_bolt_tuples_per_pass": tuples,
-            "sentence_generation_us": round(1e6 * gen_secs / nsent, 2),
-            "bytewax_bolt_tuples_per_sec": round(bw_rate) if bw_rate else None,
-            "bytewax_batch_size": args.bytewax_batch if bw else None,
-            "bytewax_counts_ok": (bw["counts"] == expected) if bw else None,
-            "squall_over_bytewax": _ratio(a, bw_rate),
-            "goal_squall_over_bytewax_min": GOAL_SQUALL_OVER_BYTEWAX_MIN,
-            "plain_pyspark_bolt_tuples_per_sec": round(plain_rate),
-            "plain_pyspark_variant": best,
-            "plain_pyspark_rdd_bolt_tuples_per_sec": round(plain["rdd"]["bolt_tuples_per_sec"]),
-            "plain_pyspark_dataframe_bolt_tuples_per_sec": round(plain["dataframe"]["bolt_tuples_per_sec"]),
-            "plain_pyspark_counts_ok": all(plain[k]["counts"] == expected for k in plain),
-            "plain_over_squall": _ratio(plain_rate, a),
-            "goal_plain_over_squall_max": GOAL_PLAIN_OVER_SQUALL_MAX,
-            "empty_wave_ms": _r(overhead["one_sentence_executor_ms"]),
-            "empty_wave_coordinator_ms": _r(overhead["one_sentence_coordinator_ms"]),
-            "no_input_wave_executor_ms": _r(overhead["no_input_executor_ms"]),
-            "no_input_wave_collect_ms": _r(overhead["no_input_collect_ms"]),
-            "no_spout_output_wave_ms": _r(overhead["no_spout_output_coordinator_ms"], 4),
-            "goal_empty_wave_ms_max": GOAL_EMPTY_WAVE_MS_MAX,
-        })
+        fields, compared = compare(args, example, session, acking)
+        out.update(fields)
+        errors.update(compared)
+    counts_correct = counts_verdict(errors)
     out.update({
+        "counts_correct": counts_correct,
+        "counts_check_sentences_squall": args.check_sentences,
         "parallelism": args.parallelism,
         "max_spout_pending": args.max_pending if args.max_pending is not None
         else example.CONF.get(Config.TOPOLOGY_MAX_SPOUT_PENDING),
@@ -730,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         session.stop()
     json_out.write(json.dumps(out) + "\n")
     json_out.flush()
-    return 0
+    return exit_status(counts_correct)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+"""The benchmarks' own checks: bench/wordcount.py must fail (exit status 1) when any compared
+system's word counts are wrong, and bench/acker.py must charge the driver's memory to the right
+owner. The benches are scripts, not a package, so they are loaded from their files."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py as module `bench_<name>` (in sys.modules: inspect finds a class's source there)."""
+    mod_name = f"bench_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def wc() -> ModuleType:
+    return load_bench("wordcount")
+
+
+@pytest.fixture(scope="module")
+def corpus(wc) -> list[str]:
+    return wc.sentences_of(wc.load_example(), 300)
+
+
+def test_equal_counts_have_no_errors(wc, corpus):
+    expected = wc.expected_counts(corpus)
+    assert wc.count_errors(expected, dict(expected)) == []
+
+
+def test_a_wrong_count_is_named_with_both_values(wc, corpus):
+    expected = wc.expected_counts(corpus)
+    word = sorted(expected)[0]
+    got = dict(expected)
+    got[word] += 1
+    errors = wc.count_errors(expected, got)
+    assert errors and f"{word!r}: {expected[word] + 1} (expected {expected[word]})" in errors[0]
+
+
+def test_a_missing_and_an_extra_word_are_errors(wc, corpus):
+    expected = wc.expected_counts(corpus)
+    word = sorted(expected)[-1]
+    got = {w: n for w, n in expected.items() if w != word}
+    assert any("missing" in e and repr(word) in e for e in wc.count_errors(expected, got))
+    got = {**expected, "not-a-word": 1}
+    assert any("not in the corpus" in e and "'not-a-word'" in e for e in wc.count_errors(expected, got))
+    assert wc.count_errors(expected, None) == ["no counts at all"]
+
+
+def test_one_wrong_system_makes_the_exit_status_nonzero(wc, corpus, capsys):
+    expected = wc.expected_counts(corpus)
+    wrong = dict(expected)
+    wrong[sorted(expected)[0]] -= 1
+    errors = {"squall_local": wc.count_errors(expected, dict(expected)),
+              "bytewax": wc.count_errors(expected, wrong), "plain_pyspark_rdd": None}
+    verdict = wc.counts_verdict(errors)
+    assert verdict == {"squall_local": True, "bytewax": False, "plain_pyspark_rdd": None}
+    assert wc.exit_status(verdict) == 1
+    assert "WRONG COUNTS from bytewax" in capsys.readouterr().err
+    assert wc.exit_status({"squall_local": True, "plain_pyspark_rdd": None}) == 0
+
+
+def test_final_counts_take_each_words_largest_running_count(wc):
+    assert wc.final_counts([["a", 1], ["b", 1], ["a", 2], ["b", 2], ["a", 3]]) == {"a": 3, "b": 2}
+
+
+def test_squall_counts_on_the_local_engine_match_the_corpus_and_a_wrong_corpus_does_not(wc, corpus):
+    got = wc.squall_counts(wc.load_example(), "local", None, 2, corpus)
+    assert wc.count_errors(wc.expected_counts(corpus), got) == []
+    assert wc.count_errors(wc.expected_counts(corpus[1:]), got) != []
+
+
+def test_bytewax_counts_on_two_workers_match_the_corpus(wc, corpus):
+    pytest.importorskip("bytewax")
+    one_pass = wc.bytewax_word_count(corpus, workers=2, batch=7)
+    assert Counter(one_pass()) == wc.expected_counts(corpus)
+
+
+def test_driver_memory_charges_the_msg_ids_to_the_spout_and_the_rest_to_squall_files():
+    acker = load_bench("acker")
+    traced = acker.bench_driver_traced(5000, warmup=200)
+    # The spout keeps nothing; what it made and squall keeps is one msg id int per pending tree
+    # (allocated in 8-byte steps), not the values list too (over 60 bytes more).
+    assert abs(traced["spout_bytes_per_tree"] - sys.getsizeof(10**6)) <= 8, traced
+    assert traced["bytes_per_tree"] > 0
+    files = {k for k, v in traced["by_file"].items() if v > 1}
+    assert files and all(f.startswith("squall/") for f in files), traced["by_file"]
+
+
+def test_attribution_names_squall_files_the_spout_and_the_rest():
+    acker = load_bench("acker")
+    who = acker.Attribution()
+    ledger_file = sys.modules["squall.reliability.ledger"].__file__
+    assert who.owner(ledger_file, 1) == "squall/reliability/ledger.py"
+    code = acker.NumberSpout.next_tuple.__code__
+    assert who.owner(code.co_filename, code.co_firstlineno + 1) == "spout"
+    assert who.owner(code.co_filename, acker.main.__code__.co_firstlineno) == "bench"
+    assert who.owner(Counter.__init__.__code__.co_filename, 1) == "other"
