@@ -21,6 +21,7 @@ class Recorded(NamedTuple):
     acks: list[Tuple]
     fails: list[tuple[Tuple, Any]]  # (tuple, FailReason or None)
     resets: list[Tuple]
+    unrouted: int  # emits on streams nobody subscribes to: counted, not recorded (no child, no edge)
 
 
 class UndeclaredStreamError(ValueError):
@@ -30,7 +31,8 @@ class UndeclaredStreamError(ValueError):
 class StreamOut:
     """One declared output stream of a task: its fields and where its tuples go."""
 
-    __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index")
+    __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index",
+                 "unrouted")
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], direct: bool,
                  routes: list[tuple[str, Route | None]], direct_tasks: set[int], index: int):
@@ -42,6 +44,7 @@ class StreamOut:
         self.routes = routes
         self.direct_tasks = direct_tasks
         self.index = index
+        self.unrouted = not routes  # nobody subscribes: an emit here makes no child
         fns = [r for _, r in routes if r is not None]
         if not fns:
             self.route = _no_targets
@@ -82,22 +85,25 @@ def check_values(values: Any, component: str) -> list:
 class OutputCollector:
     """A bolt's collector (Storm's OutputCollector)."""
 
-    __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "input_row", "_runner")
+    __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
+                 "input_row", "_runner")
 
-    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
+    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
         self._streams = streams
         self._emits: list[tuple] = []  # (stream out, values, anchors, targets, input row)
         self._acks: list[Tuple] = []
         self._fails: list[tuple[Tuple, Any]] = []
         self._resets: list[Tuple] = []
+        self._unrouted = 0
+        self._record_all = record_all  # record emits nobody receives too (tests capture them, debug logs them)
         self.input_row = -1  # set by the task runner: the row of the input being executed, -1 outside
         self._runner = runner
 
     def take_recorded(self) -> Recorded:
         """Hand over (and forget) what was recorded: the engine turns it into ids and acks in bulk."""
-        rec = Recorded(self._emits, self._acks, self._fails, self._resets)
-        self._emits, self._acks, self._fails, self._resets = [], [], [], []
+        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted)
+        self._emits, self._acks, self._fails, self._resets, self._unrouted = [], [], [], [], 0
         return rec
 
     def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002
@@ -115,6 +121,9 @@ class OutputCollector:
             values = self._check(so, values, stream)
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
+        if so.unrouted and not self._record_all:
+            self._unrouted += 1
+            return []
         targets = so.route(values)
         self._emits.append((so, values, anchors, targets, self.input_row))
         return targets

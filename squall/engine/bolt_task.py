@@ -38,7 +38,7 @@ class BoltTask(TaskBase):
                  capture: bool = False):
         super().__init__(topology, component, task_index, conf, capture)
         self.bolt = BasicBoltExecutor(instance) if isinstance(instance, BasicBolt) else instance
-        self.collector = OutputCollector(component, self.streams, self)
+        self.collector = OutputCollector(component, self.streams, self, record_all=capture or self.debug)
         self.prepared = False
 
     @property
@@ -156,7 +156,7 @@ class BoltTask(TaskBase):
         rec = self.collector.take_recorded()
         anchors = batch_anchors(batch)
         out_ack = np.zeros(len(batch), np.uint64)
-        res.emitted += len(rec.emits)
+        res.emitted += len(rec.emits) + rec.unrouted
         if res.captured is not None:
             self._capture(res, rec.emits)
         if rec.emits:
