@@ -7,9 +7,10 @@ before its writes reach the store (PHASE "before") or right after (PHASE "after"
 SIGKILLs the process there. The state task has parallelism 2, so each batch is two state
 commits: an odd k is a batch's first partition, an even k its second.
 
-    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND file|shifting [STOP_AT PHASE]
+    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND file|shifting RUN STOP_AT PHASE
 
-KIND: transactional, opaque or non-transactional. Prints "DONE committed" when all is in.
+KIND: transactional, opaque or non-transactional; RUN seeds the shifting spout's batch sizes
+(give each run its own); STOP_AT 0 runs to the end. Prints "DONE committed" when all is in.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from squall.trident import (  # noqa: E402
     SQLiteMapState,
     TridentTopology,
 )
-from tests.support.trident_helpers import ShiftingOpaqueSpout, Split  # noqa: E402
+from tests.support.trident_helpers import (  # noqa: E402
+    CommitHooks,
+    HookedStateFactory,
+    ShiftingOpaqueSpout,
+    Split,
+)
 
 PHASES = ("before", "after")
 PAUSE_LIMIT_SECS = 600  # a paused job nobody killed (its test died) exits on its own
@@ -45,31 +51,21 @@ def factory(backend: str, target: str, kind: str):
     return PostgresMapState.factory(os.environ.get("SQUALL_PG_DSN"), kind, table=target)
 
 
-class PausingState:
-    """A map state that reports each commit and pauses at the chosen one; the rest is the
-    real state's (the kill lands inside a real commit of the real store)."""
+class PausingState(CommitHooks):
+    """Reports each commit on stdout and pauses at the `stop_at`-th state commit of this
+    process, before or after its writes reach the store (`phase`)."""
 
-    def __init__(self, inner: Any, stop_at: int, phase: str) -> None:
-        self.inner, self.stop_at, self.phase = inner, stop_at, phase
-        self.number = 0
-
-    def begin_commit(self, txid: int) -> None:
+    def on_begin(self, txid: int) -> None:
         self.number = next(_state_commits)
         print("COMMIT", txid, flush=True)
-        self.inner.begin_commit(txid)
 
-    def commit(self, txid: int) -> None:
-        pause = self.number == self.stop_at
-        if pause and self.phase == "before":
-            _pause(txid)
-        self.inner.commit(txid)
-        if pause and self.phase == "after":
+    def before_commit(self, txid: int) -> None:
+        if self.number == self.options["stop_at"] and self.options["phase"] == "before":
             _pause(txid)
 
-    def __getattr__(self, name: str) -> Any:  # multi_get, multi_update, abort, close...
-        if name == "inner":  # not set yet (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def after_commit(self, txid: int) -> None:
+        if self.number == self.options["stop_at"] and self.options["phase"] == "after":
+            _pause(txid)
 
 
 def _pause(txid: int) -> None:
@@ -79,26 +75,9 @@ def _pause(txid: int) -> None:
     os._exit(3)
 
 
-class PausingFactory:
-    """The real factory, making `PausingState`s; the coordinator's meta store is the real one."""
-
-    def __init__(self, inner: Any, stop_at: int, phase: str) -> None:
-        self.inner, self.stop_at, self.phase = inner, stop_at, phase
-        self.kind = inner.kind
-
-    def make_state(self, conf: dict, partition_index: int, num_partitions: int) -> PausingState:
-        return PausingState(self.inner.make_state(conf, partition_index, num_partitions), self.stop_at, self.phase)
-
-    def meta_store(self, conf: dict | None = None) -> Any:
-        return self.inner.meta_store(conf)
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-
-def build(data: str, state_factory: Any, spout_kind: str):
+def build(data: str, state_factory: Any, spout_kind: str, run: str):
     spout = (JsonLinesFileSpout(data, ["sentence"], batch_size=20) if spout_kind == "file"
-             else ShiftingOpaqueSpout(data, max_batch=40))
+             else ShiftingOpaqueSpout(data, max_batch=40, seed=run))
     t = TridentTopology()
     (t.new_stream("words", spout).each(["sentence"], Split(), ["word"]).parallelism_hint(2)
      .group_by(["word"]).persistent_aggregate(state_factory, Count(), ["count"]).parallelism_hint(2))
@@ -106,11 +85,11 @@ def build(data: str, state_factory: Any, spout_kind: str):
 
 
 def main(argv: list[str]) -> int:
-    data, backend, target, kind, spout_kind, *stop = argv
-    stop_at, phase = (int(stop[0]), stop[1]) if stop else (0, PHASES[0])
+    data, backend, target, kind, spout_kind, run, stop_at, phase = argv
     if phase not in PHASES:
         raise SystemExit(f"PHASE is one of {PHASES}, got {phase!r}")
-    topology = build(data, PausingFactory(factory(backend, target, kind), stop_at, phase), spout_kind)
+    state_factory = HookedStateFactory(factory(backend, target, kind), PausingState, stop_at=int(stop_at), phase=phase)
+    topology = build(data, state_factory, spout_kind, run)
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("kill", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2}, topology)
         spout = cluster.coordinator("kill").spouts[0].spout

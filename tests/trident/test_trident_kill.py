@@ -58,14 +58,14 @@ class KillReport:
     replays: int = 0  # runs whose first commit is the batch the previous run was killed in
 
 
-def run_job(args: list[str], stop_at: int, phase: str, err: Path) -> Run:
-    """Runs the job until it pauses at its `stop_at`-th state commit (then SIGKILLs it), or to
-    the end when `stop_at` is 0."""
+def run_job(args: list[str], number: int, stop_at: int, phase: str, err: Path) -> Run:
+    """Runs the job (its run `number`) until it pauses at its `stop_at`-th state commit (then
+    SIGKILLs it), or to the end when `stop_at` is 0."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = Run()
     with err.open("w") as stderr:
-        p = subprocess.Popen([sys.executable, str(JOB), *args, str(stop_at), phase], stdout=subprocess.PIPE,
-                             stderr=stderr, text=True, env=env)
+        cmd = [sys.executable, str(JOB), *args, str(number), str(stop_at), phase]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         guard = threading.Timer(HANG_GUARD_SECS, p.kill)
         guard.start()
         try:
@@ -98,7 +98,7 @@ def run_with_kills(args: list[str], seed_text: str, tmp_path: Path) -> KillRepor
             stop_at = 2 * (rng.randint(1, MAX_BATCHES_PER_RUN) - 1) + partition
         else:
             phase, stop_at = "before", 0
-        run = run_job(args, stop_at, phase, tmp_path / f"job-{report.kills}.err")
+        run = run_job(args, report.kills, stop_at, phase, tmp_path / f"job-{report.kills}.err")
         if previous is not None and run.commits[:1] == [previous.paused]:
             report.replays += 1
         if run.paused is None:
