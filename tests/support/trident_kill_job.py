@@ -1,14 +1,26 @@
 """Runs the Trident word count from a directory of JSON-lines files into SQLite or PostgreSQL
-state until everything is committed; the kill test SIGKILLs it at random moments and restarts.
+state until everything is committed, reporting each state commit on stdout ("COMMIT txid").
 
-    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE transactional|opaque file|shifting
+The kill test stops it at a point of the work it chooses, not after some seconds: with
+STOP_AT = k > 0, the k-th state commit of this process prints "PAUSED txid" and blocks, either
+before its writes reach the store (PHASE "before") or right after (PHASE "after"); the test
+SIGKILLs the process there. The state task has parallelism 2, so each batch is two state
+commits: an odd k is a batch's first partition, an even k its second.
+
+    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND file|shifting RUN STOP_AT PHASE
+
+KIND: transactional, opaque or non-transactional; RUN seeds the shifting spout's batch sizes
+(give each run its own); STOP_AT 0 runs to the end. Prints "DONE committed" when all is in.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
+import threading
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -20,7 +32,17 @@ from squall.trident import (  # noqa: E402
     SQLiteMapState,
     TridentTopology,
 )
-from tests.support.trident_helpers import ShiftingOpaqueSpout, Split  # noqa: E402
+from tests.support.trident_helpers import (  # noqa: E402
+    CommitHooks,
+    HookedStateFactory,
+    ShiftingOpaqueSpout,
+    Split,
+)
+
+PHASES = ("before", "after")
+PAUSE_LIMIT_SECS = 600  # a paused job nobody killed (its test died) exits on its own
+
+_state_commits = itertools.count(1)  # every state commit of this process, all partitions
 
 
 def factory(backend: str, target: str, kind: str):
@@ -29,22 +51,47 @@ def factory(backend: str, target: str, kind: str):
     return PostgresMapState.factory(os.environ.get("SQUALL_PG_DSN"), kind, table=target)
 
 
-def build(data: str, backend: str, target: str, kind: str, spout_kind: str):
+class PausingState(CommitHooks):
+    """Reports each commit on stdout and pauses at the `stop_at`-th state commit of this
+    process, before or after its writes reach the store (`phase`)."""
+
+    def on_begin(self, txid: int) -> None:
+        self.number = next(_state_commits)
+        print("COMMIT", txid, flush=True)
+
+    def before_commit(self, txid: int) -> None:
+        if self.number == self.options["stop_at"] and self.options["phase"] == "before":
+            _pause(txid)
+
+    def after_commit(self, txid: int) -> None:
+        if self.number == self.options["stop_at"] and self.options["phase"] == "after":
+            _pause(txid)
+
+
+def _pause(txid: int) -> None:
+    print("PAUSED", txid, flush=True)
+    threading.Event().wait(PAUSE_LIMIT_SECS)
+    print("nobody killed the paused job", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+def build(data: str, state_factory: Any, spout_kind: str, run: str):
     spout = (JsonLinesFileSpout(data, ["sentence"], batch_size=20) if spout_kind == "file"
-             else ShiftingOpaqueSpout(data, max_batch=40))
+             else ShiftingOpaqueSpout(data, max_batch=40, seed=run))
     t = TridentTopology()
-    counts = (t.new_stream("words", spout).each(["sentence"], Split(), ["word"]).parallelism_hint(2)
-              .group_by(["word"]).persistent_aggregate(factory(backend, target, kind), Count(), ["count"])
-              .parallelism_hint(2))
-    return t.build(), counts
+    (t.new_stream("words", spout).each(["sentence"], Split(), ["word"]).parallelism_hint(2)
+     .group_by(["word"]).persistent_aggregate(state_factory, Count(), ["count"]).parallelism_hint(2))
+    return t.build()
 
 
 def main(argv: list[str]) -> int:
-    data, backend, target, kind, spout_kind = argv
-    topology, _ = build(data, backend, target, kind, spout_kind)
+    data, backend, target, kind, spout_kind, run, stop_at, phase = argv
+    if phase not in PHASES:
+        raise SystemExit(f"PHASE is one of {PHASES}, got {phase!r}")
+    state_factory = HookedStateFactory(factory(backend, target, kind), PausingState, stop_at=int(stop_at), phase=phase)
+    topology = build(data, state_factory, spout_kind, run)
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("kill", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2}, topology)
-        print("STARTED", flush=True)
         spout = cluster.coordinator("kill").spouts[0].spout
         while not spout.idle:
             time.sleep(0.05)

@@ -24,7 +24,16 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
-from tests.support.trident_helpers import FailFirstTime, ShiftingOpaqueSpout, Split, write_corpus
+from tests.support.trident_helpers import (
+    FailFirstTime,
+    HookedStateFactory,
+    RecordingBatchSpout,
+    RecordingState,
+    ShiftingOpaqueSpout,
+    Split,
+    read_json_lines,
+    write_corpus,
+)
 
 SENTENCES = [["the cow jumped over the moon"], ["the man went to the store and bought some candy"],
              ["four score and seven years ago"], ["how many apples can you eat"], ["to be or not to be the person"]]
@@ -65,9 +74,10 @@ def test_word_count_persistent_aggregate(cluster_kwargs, engine, kind, tmp_path)
 
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_failed_batch_is_replayed_with_same_txid_and_counts_are_exact(cluster_kwargs, engine, kind, tmp_path):
+    emitted, committed = tmp_path / "emitted.jsonl", tmp_path / "committed.jsonl"
     t = TridentTopology()
-    factory = factory_for(engine, kind, tmp_path)
-    counts = (t.new_stream("sentences", FixedBatchSpout(["sentence"], 2, *SENTENCES))
+    factory = HookedStateFactory(factory_for(engine, kind, tmp_path), RecordingState, log_path=str(committed))
+    counts = (t.new_stream("sentences", RecordingBatchSpout(str(emitted), ["sentence"], 2, *SENTENCES))
               .each(["sentence"], Split(), ["word"])
               .each(["word"], FailFirstTime(str(tmp_path / "failed-once"), "candy"), ["checked"])
               .group_by(["checked"])
@@ -76,6 +86,13 @@ def test_failed_batch_is_replayed_with_same_txid_and_counts_are_exact(cluster_kw
     assert (tmp_path / "failed-once").exists()
     assert [e.error for e in errors] == ["RuntimeError: first attempt fails on 'candy'"]
     assert stats["sentences"]["failed"] == 1  # the batch with "candy" failed once, then was replayed
+    # the batch holding "candy" was emitted twice (the failed attempt, then the replay) with one txid ...
+    candy = [b["txid"] for b in read_json_lines(emitted) if any("candy" in r[0] for r in b["rows"])]
+    assert len(candy) == 2 and candy[0] == candy[1], candy
+    # ... which every state partition committed exactly once, the partition holding "candy" with it
+    commits = read_json_lines(committed)
+    assert sorted((c["partition"], c["txid"]) for c in commits) == [(p, x) for p in range(3) for x in (1, 2, 3)]
+    assert [c["txid"] for c in commits if ["candy"] in c["keys"]] == candy[:1]
     words = sorted(TRUTH)
     assert counts.multi_get([[w] for w in words]) == [TRUTH[w] for w in words]
 
@@ -129,7 +146,7 @@ class Collect(StateUpdater):
 def test_operations(cluster_kwargs, engine, tmp_path):
     nums = [[i, f"k{i % 3}"] for i in range(1, 13)]
     t = TridentTopology()
-    s = t.new_stream("nums", FixedBatchSpout(["n", "k"], 12, *nums))
+    s = t.new_stream("nums", FixedBatchSpout(["n", "k"], 6, *nums))  # two batches: 1..6, 7..12
     sums = (s.filter(["n"], Even()).each(["n"], Double(), ["d"]).project(["k", "d"])
             .group_by(["k"]).persistent_aggregate(factory_for(engine, "opaque", tmp_path, "sums"), ["d"], Sum(),
                                                   ["sum"]))
@@ -140,21 +157,29 @@ def test_operations(cluster_kwargs, engine, tmp_path):
                 .persistent_aggregate(factory_for(engine, "opaque", tmp_path, "pc"), ["c"], Sum(), ["total"]))
     persisted = s.partition_persist(factory_for(engine, "non-transactional", tmp_path, "pp"), ["k", "n"], Collect())
     queried = (s.each(["n"], _AsKey(), ["key"]).state_query(sums, ["key"], MapGet(), ["current"])
-               .persistent_aggregate(factory_for(engine, "non-transactional", tmp_path, "q"), ["current"], _Last(),
-                                     ["last"]))
+               .each(["current"], _NoneAsZero(), ["seen"])
+               .persistent_aggregate(factory_for(engine, "non-transactional", tmp_path, "q"), ["seen"], Sum(),
+                                     ["total"]))
     stats, errors = run(cluster_kwargs, t.build())
     assert errors == []
     # even numbers doubled, summed per k: k0: 6,12 -> 12+24; k1: 4,10 -> 8+20; k2: 2,8 -> 4+16
     assert sums.multi_get([["k0"], ["k1"], ["k2"]]) == [36, 28, 20]
-    assert minmax.multi_get([[]]) == [[1, 12]]
+    assert minmax.multi_get([[]]) == [[7, 12]]  # the last batch's
     assert per_part.multi_get([[]]) == [12]
     assert persisted.multi_get([["k0"], ["k1"], ["k2"]]) == [12, 10, 11]  # last value written per key
-    assert queried.multi_get([[]])[0] in (None, 36, 28, 20)
+    # a query reads the state as committed before its batch: batch 1 finds nothing (0 each); batch
+    # 2 finds batch 1's sums k0: 12, k1: 8, k2: 4, twice each (7..12 has each key twice)
+    assert queried.multi_get([[]]) == [2 * (12 + 8 + 4)]
 
 
 class _Pair(BaseFunction):
     def execute(self, t, c):
         c.emit([[t[0], t[1]]])
+
+
+class _NoneAsZero(BaseFunction):
+    def execute(self, t, c):
+        c.emit([0 if t[0] is None else t[0]])
 
 
 class _AsKey(BaseFunction):
@@ -194,7 +219,8 @@ def test_opaque_spout_with_changing_batches(cluster_kwargs, engine, tmp_path):
               .each(["word"], FailFirstTime(str(tmp_path / "failed-once"), "kiwi"), ["w"])
               .group_by(["w"])
               .persistent_aggregate(factory_for(engine, "opaque", tmp_path), Count(), ["count"]))
-    run(cluster_kwargs, t.build())
+    _, errors = run(cluster_kwargs, t.build())
+    assert [e.error for e in errors] == ["RuntimeError: first attempt fails on 'kiwi'"]  # a batch was replayed
     words = sorted(truth)
     assert counts.multi_get([[w] for w in words]) == [truth[w] for w in words]
 

@@ -2,11 +2,14 @@
 non-transactional) over any backing map, and the stores: memory, SQLite (the embedded
 default), PostgreSQL and Redis. Each store's ``XxxMapState.factory(..., kind)`` gives a
 picklable ``StateFactory`` whose ``make_state(conf, partition_index, num_partitions)`` is the
-map state of that kind and whose ``meta_store(conf)`` is the coordinator's ``MetaStore``."""
+map state of that kind and whose ``meta_store(conf)`` is the coordinator's ``MetaStore``.
 
-from squall.trident.state.base import (
+The interfaces a state implements are in ``interfaces``; the buffered, atomic commit the
+stores share is in ``commit``."""
+
+from squall.trident.state.commit import BufferedBackingMap
+from squall.trident.state.interfaces import (
     KINDS,
-    BufferedBackingMap,
     IBackingMap,
     MapState,
     MetaStore,

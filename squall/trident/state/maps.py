@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from squall.trident.state.base import (
+from squall.trident.state.interfaces import (
     IBackingMap,
     MapState,
     MetaStore,

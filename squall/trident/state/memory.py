@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.trident.state.base import BufferedBackingMap, MetaStoreBase, check_kind
+from squall.trident.state.commit import BufferedBackingMap, MetaStoreBase
+from squall.trident.state.interfaces import check_kind
 from squall.trident.state.maps import BackingMapStateFactory
 from squall.trident.state.values import OpaqueValue, TransactionalValue
 

@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.trident.state.base import BufferedBackingMap, MetaStoreBase, check_identifier, check_kind
+from squall.trident.state.commit import BufferedBackingMap, MetaStoreBase
+from squall.trident.state.interfaces import check_identifier, check_kind
 from squall.trident.state.maps import BackingMapStateFactory
 from squall.trident.state.values import value_codec
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from squall.trident.state.base import BufferedBackingMap, MetaStoreBase, check_kind
+from squall.trident.state.commit import BufferedBackingMap, MetaStoreBase
+from squall.trident.state.interfaces import check_kind
 from squall.trident.state.maps import BackingMapStateFactory
 from squall.trident.state.values import value_codec
 
