@@ -67,7 +67,7 @@ def run_one(engine: str, spark, backend: str, kind: str, seconds: float, data: l
     try:
         with LocalCluster(**kw) as cluster:
             cluster.submit_topology("bench", conf, t.build())
-            spout_exec = cluster.coordinator("bench").spouts[0].spout
+            spout_exec = cluster.spout_instances("bench")[0]
             time.sleep(min(3.0, seconds / 3))  # warm-up
             c0, s0, t0 = spout_exec.batches_committed, _split_executed(cluster), time.perf_counter()
             time.sleep(seconds)

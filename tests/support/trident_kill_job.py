@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
     topology = build(data, state_factory, spout_kind, run)
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("kill", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2}, topology)
-        spout = cluster.coordinator("kill").spouts[0].spout
+        spout = cluster.spout_instances("kill")[0]
         while not spout.idle:
             time.sleep(0.05)
         print("DONE", spout.committed, flush=True)
