@@ -28,7 +28,7 @@ from squall.observe.stats import ComponentStats
 from squall.reliability.batch import TupleBatch
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
-from squall.reliability.pending import TIMEOUT, FailReason, SpoutPending
+from squall.reliability.pending import TIMEOUT, FailReason, PendingTrees
 
 log = logging.getLogger("squall")
 
@@ -84,8 +84,7 @@ class Coordinator:
                 self.spouts.append(SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture))
         self._spout_by_task = {s.task_id: s for s in self.spouts}
         self._fail_takes_reason = {s.task_id: _takes_reason(s.spout.fail) for s in self.spouts}
-        self.pending: dict[int, SpoutPending] = {s.task_id: SpoutPending() for s in self.spouts}
-        self._root_task: dict[int, int] = {}  # root -> spout task id, for pending trees
+        self.pending = PendingTrees()  # root -> (spout task, msg id, emit time) of every pending tree
         self.stats = {c: ComponentStats("spout" if s.is_spout else "bolt", s.parallelism)
                       for c, s in topology.specs.items()}
         self.errors: list[ErrorRecord] = []
@@ -134,7 +133,7 @@ class Coordinator:
 
     @property
     def pending_count(self) -> int:
-        return sum(len(p) for p in self.pending.values())
+        return len(self.pending)
 
     @property
     def lost_waves(self) -> int:
@@ -177,9 +176,8 @@ class Coordinator:
     def _call_spout(self, st: SpoutTask):
         res = st.begin()
         budget = self.wave_tuples
-        pending = self.pending[st.task_id]
         if self.tracking and self.max_pending:
-            budget = min(budget, int(self.max_pending) - len(pending))
+            budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
         deadline = time.perf_counter() + self.wave_secs
         if budget > 0:
             next_tuple = st.spout.next_tuple
@@ -202,8 +200,7 @@ class Coordinator:
         if self.tracking:
             if len(roots):
                 rl = roots.tolist()
-                pending.add(rl, msg_ids, self.clock.now())
-                self._root_task.update(dict.fromkeys(rl, st.task_id))
+                self.pending.add(st.task_id, roots, msg_ids, self.clock.now())
                 self._spout_roots.append((roots, vals))
                 self.lost.remember(st.component, st.task_id, rl, msg_ids, st.last_values)
         else:
@@ -231,8 +228,7 @@ class Coordinator:
     def _dead_letter(self, root: int, task: int, msg_id: Any) -> None:
         """A dead-lettered root: handled, not replayed. Forget it and ack it at its spout."""
         self._dead_roots.append(root)  # started in the ledger with this wave, forgotten right after
-        self._root_task.pop(root, None)
-        self.pending[task].pop_many(np.array([root], np.uint64))
+        self.pending.pop_many(np.array([root], np.uint64))
         self._spout_ack(self._spout_by_task[task], msg_id)
 
     def _apply(self, out: WaveOutput, init_roots: np.ndarray, init_vals: np.ndarray) -> tuple[int, int]:
@@ -274,16 +270,9 @@ class Coordinator:
         """Call ack (reasons None) or fail on the spout task that owns each root."""
         if not len(roots):
             return 0
-        by_task: dict[int, list[int]] = {}
-        root_task = self._root_task
-        for r in roots.tolist():
-            t = root_task.pop(r, None)
-            if t is not None:
-                by_task.setdefault(t, []).append(r)
         n = 0
-        for task, rs in by_task.items():
+        for task, items in self.pending.pop_many(roots).items():
             st = self._spout_by_task[task]
-            items = self.pending[task].pop_many(np.array(rs, np.uint64))
             stats = self.stats[st.component]
             if reasons is None:
                 lat = np.fromiter((now - e[2] for e in items), np.float64, len(items))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,28 +30,80 @@ class FailReason:
 TIMEOUT = FailReason("timeout")
 
 
-class SpoutPending:
-    """Pending roots of one spout task: root -> (msg id, emit time)."""
+class _Block:
+    """The roots one spout task started in one call: consecutive ids, one task, one emit time."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("start", "task", "time", "msg_ids", "live", "left")
+
+    def __init__(self, start: int, task: int, time: float, msg_ids: list):
+        self.start = start
+        self.task = task
+        self.time = time
+        self.msg_ids = np.empty(len(msg_ids), dtype=object)
+        self.msg_ids[:] = msg_ids
+        self.live = np.ones(len(msg_ids), dtype=bool)
+        self.left = len(msg_ids)
+
+
+class PendingTrees:
+    """The pending roots of every spout task: root -> (spout task, msg id, emit time).
+
+    Root ids are handed out consecutively, and each spout call takes a run of them; so the
+    pending roots are kept as blocks (one per call) of arrays, found by arithmetic and a binary
+    search, not as a dict entry and a tuple per root: about 9 bytes per pending tree plus the
+    msg id itself, instead of ~200. A block is dropped when its last root is done.
+    """
 
     def __init__(self) -> None:
-        self._items: dict[int, tuple[Any, float]] = {}
+        self._blocks: dict[int, _Block] = {}
+        self._starts = np.zeros(0, np.uint64)  # sorted block starts, for searchsorted
+        self._per_task: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return len(self._items)
+        return sum(self._per_task.values())
 
-    def add(self, roots: Iterable[int], msg_ids: Iterable[Any], now: float) -> None:
-        items = self._items
-        for r, m in zip(roots, msg_ids):
-            items[r] = (m, now)
+    def count(self, task: int) -> int:
+        return self._per_task.get(task, 0)
 
-    def pop_many(self, roots: np.ndarray) -> list[tuple[int, Any, float]]:
-        """Remove and return (root, msg id, emit time) of the given roots that are pending here."""
-        out = []
-        pop = self._items.pop
-        for r in roots.tolist():
-            e = pop(r, None)
-            if e is not None:
-                out.append((r, e[0], e[1]))
+    def add(self, task: int, roots: np.ndarray, msg_ids: list, now: float) -> None:
+        """Roots `roots` (consecutive, as RootIdGenerator.take gives them) started by `task`."""
+        if not len(roots):
+            return
+        first = int(roots[0])
+        if int(roots[-1]) - first != len(roots) - 1:
+            raise ValueError("pending roots of one call must be consecutive ids")
+        self._blocks[first] = _Block(first, task, now, msg_ids)
+        self._starts = np.append(self._starts, np.uint64(first))
+        if len(self._starts) > 1 and self._starts[-1] < self._starts[-2]:
+            self._starts.sort()
+        self._per_task[task] = self._per_task.get(task, 0) + len(roots)
+
+    def pop_many(self, roots: np.ndarray) -> dict[int, list[tuple[int, Any, float]]]:
+        """Remove the given roots that are pending; per spout task, (root, msg id, emit time)."""
+        out: dict[int, list[tuple[int, Any, float]]] = {}
+        if not len(roots) or not len(self._starts):
+            return out
+        roots = np.asarray(roots, np.uint64)
+        where = np.searchsorted(self._starts, roots, side="right") - 1
+        ok = where >= 0
+        for b in np.unique(where[ok]).tolist():
+            block = self._blocks[int(self._starts[b])]
+            rs = roots[ok & (where == b)]
+            off = (rs - np.uint64(block.start)).astype(np.int64)
+            inside = off < len(block.live)
+            off, rs = off[inside], rs[inside]
+            alive = block.live[off]
+            off, rs = off[alive], rs[alive]
+            if not len(off):
+                continue
+            block.live[off] = False
+            got = block.msg_ids[off].tolist()
+            block.msg_ids[off] = None
+            block.left -= len(off)
+            self._per_task[block.task] -= len(off)
+            out.setdefault(block.task, []).extend(zip(rs.tolist(), got, [block.time] * len(off)))
+            if block.left == 0:
+                del self._blocks[block.start]
+        if len(self._blocks) != len(self._starts):
+            self._starts = np.array(sorted(self._blocks), np.uint64)
         return out

@@ -97,7 +97,9 @@ def test_driver_memory_charges_the_msg_ids_to_the_spout_and_the_rest_to_squall_f
     # (allocated in 8-byte steps), not the values list too (over 60 bytes more).
     assert abs(traced["spout_bytes_per_tree"] - sys.getsizeof(10**6)) <= 8, traced
     assert traced["bytes_per_tree"] > 0
-    files = {k for k, v in traced["by_file"].items() if v > 1}
+    # (fixed-size allocations made through numpy's own Python code, spread over 5000 trees, are
+    # charged to "other": a few bytes per tree at most)
+    files = {k for k, v in traced["by_file"].items() if v > 4}
     assert files and all(f.startswith("squall/") for f in files), traced["by_file"]
 
 
