@@ -71,9 +71,9 @@ def join_topology():
 
 
 def run_rounds(cluster_kwargs, kill_workers_between=False):
-    """Eight rounds of joins; with `kill_workers_between`, this session's Python workers are
-    killed after rounds 2 and 5. Returns what was emitted and acked, and how many were killed
-    each time."""
+    """Eight rounds of joins; with `kill_workers_between`, this session's Python processes are
+    killed after rounds 2 and 5. Returns what was emitted and acked, and how many workers (the
+    processes the pyspark daemon forked, which hold the carried instances) were killed each time."""
     feeder, tracker, topo = join_topology()
     killed = []
     with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
@@ -86,7 +86,9 @@ def run_rounds(cluster_kwargs, kill_workers_between=False):
                 msg += 1
             cluster.wait_idle()
             if kill_workers_between and rnd in (2, 5):
-                killed.append(len(kill_python_workers(cluster_kwargs["spark"])))
+                procs = kill_python_workers(cluster_kwargs["spark"])
+                pids = {p.pid for p in procs}
+                killed.append(sum(p.ppid in pids for p in procs))  # children of the killed daemon
         coord = cluster.coordinator("join")
         emitted = coord.captured["join"]["default"]
         return ({task: list(v) for task, v in emitted.items()}, sorted(tracker.acked), sorted(tracker.failed),
@@ -155,27 +157,8 @@ class ReplayingFeeder(FeederSpout):
         self._queue.append((self.sent[msg_id], msg_id))
 
 
-class PoisonGate(Bolt):
-    """Passes values on, anchored; kills its Python worker on "poison", at every attempt."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        d.declare(["v"])
-
-    def execute(self, t):
-        if t[0] == "poison":
-            crash_worker(self.marker)
-        self.c.emit([t[0]], anchors=t)
-        self.c.ack(t)
-
-
-class RecordExecutions(Bolt):
-    """Appends every executed value to a file: a stage computed twice shows as a value twice."""
+class PassOn(Bolt):
+    """Passes each value on, anchored, and acks it; `observe` sees every value first."""
 
     def __init__(self, path):
         self.path = path
@@ -186,11 +169,29 @@ class RecordExecutions(Bolt):
     def declare_output_fields(self, d):
         d.declare(["v"])
 
+    def observe(self, value):
+        pass
+
     def execute(self, t):
-        with open(self.path, "a") as f:
-            f.write(f"{t[0]}\n")
+        self.observe(t[0])
         self.c.emit([t[0]], anchors=t)
         self.c.ack(t)
+
+
+class PoisonGate(PassOn):
+    """Kills its Python worker on "poison", at every attempt (noted in the marker file `path`)."""
+
+    def observe(self, value):
+        if value == "poison":
+            crash_worker(self.path)
+
+
+class RecordExecutions(PassOn):
+    """Appends every executed value to the file `path`: a stage computed twice shows as a value twice."""
+
+    def observe(self, value):
+        with open(self.path, "a") as f:
+            f.write(f"{value}\n")
 
 
 def checkpointed_rdds(spark) -> set[str]:
@@ -248,6 +249,16 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     assert Counter(second.read_text().split()) == Counter(expected)
 
 
+def feeder_with_acks(fields):
+    """A feeder, its tracker, and the list of every ack in order (a duplicate ack shows twice)."""
+    feeder = FeederSpout(fields)
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    acks = []
+    tracker.ack = lambda m, _a=tracker.ack: (acks.append(m), _a(m))
+    return feeder, tracker, acks
+
+
 class CrashOnFirstAttempt(Bolt):
     """Kills its Python worker (os._exit) on the first attempt of the task that sees "crash"."""
 
@@ -270,11 +281,7 @@ class CrashOnFirstAttempt(Bolt):
 
 def test_worker_death_retried_by_spark_tree_completes_once(spark_session, tmp_path):
     crashes = tmp_path / "crashes.txt"
-    feeder = FeederSpout(["v"])
-    tracker = AckFailMapTracker()
-    feeder.set_ack_fail_delegate(tracker)
-    acks = []
-    tracker.ack = lambda m, _a=tracker.ack: (acks.append(m), _a(m))
+    feeder, tracker, acks = feeder_with_acks(["v"])
     b = TopologyBuilder()
     b.set_spout("src", feeder)
     b.set_bolt("crashy", CrashOnFirstAttempt(str(crashes)), parallelism=2).shuffle_grouping("src")
@@ -326,11 +333,7 @@ def test_stateful_task_crashing_mid_partition_resumes_from_its_last_kept_instanc
     """The retried attempt must start from the instance kept after the previous wave: the counts
     the dead attempt had already applied are not applied twice, nor are earlier waves' lost."""
     crashes = tmp_path / "crashes.txt"
-    feeder = FeederSpout(["key", "flag"])
-    tracker = AckFailMapTracker()
-    feeder.set_ack_fail_delegate(tracker)
-    acks = []
-    tracker.ack = lambda m, _a=tracker.ack: (acks.append(m), _a(m))
+    feeder, tracker, acks = feeder_with_acks(["key", "flag"])
     b = TopologyBuilder()
     b.set_spout("src", feeder)
     b.set_bolt("count", CountPerKey(str(crashes)), parallelism=2).fields_grouping("src", ["key"])

@@ -57,19 +57,19 @@ def jvm_pid(spark: Any) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-def python_workers(spark: Any) -> list[int]:
+def python_workers(spark: Any) -> list[ProcStat]:
     """Live Python processes under this session's JVM: its pyspark daemon and the workers it forked."""
     found = descendants(jvm_pid(spark), all_processes())
-    return [p.pid for p in found if p.comm.startswith("python") and p.state != "Z"]
+    return [p for p in found if p.comm.startswith("python") and p.state != "Z"]
 
 
-def kill_python_workers(spark: Any) -> list[int]:
-    """SIGKILL this session's Python workers; returns the pids that were alive to be killed."""
+def kill_python_workers(spark: Any) -> list[ProcStat]:
+    """SIGKILL this session's Python workers; returns those that were alive to be killed."""
     killed = []
-    for pid in python_workers(spark):
+    for proc in python_workers(spark):
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(proc.pid, signal.SIGKILL)
         except ProcessLookupError:  # exited between the walk and the kill
             continue
-        killed.append(pid)
+        killed.append(proc)
     return killed
