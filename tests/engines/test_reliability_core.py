@@ -143,49 +143,70 @@ def test_execute_errors_in_basic_bolt(cluster_kwargs):
         assert spout.reasons[3].kind == "error" and spout.reasons[1].kind == "failed"
 
 
-def test_no_timeout_while_waiting_in_wave_only_without_progress(cluster_kwargs):
-    """A tree that keeps making progress (a chain of held-then-released tuples, each step
-    within the timeout) never times out, though its total age is many timeouts."""
+class Hop(Bolt):
+    """Holds each tree's tuple until a tick names this hop and that tree, then passes a child on
+    (anchored; the last hop does not) and acks what it held. A tree walking a chain of hops
+    acks one edge and adds the next at every tick: progress, in a later wave each time, with
+    no `reset_timeout` anywhere."""
 
-    class Relay(Bolt):
-        def prepare(self, conf, context, collector):
-            self.c = collector
-            self.held = None
+    def __init__(self, index: int, last: bool):
+        self.index, self.last = index, last
 
-        def declare_output_fields(self, d):
-            d.declare(["v"])
+    def prepare(self, conf, context, collector):
+        self.c = collector
+        self.held = {}
 
-        def execute(self, t):
-            if t.source_component == "src" and t[0] == "root":
-                self.held = t
-                return
-            # a "tick" from the other spout: pass a child of the held tuple along and keep holding it
-            if self.held is not None:
-                self.c.reset_timeout(self.held)
-            self.c.ack(t)
-            if t[0] == "release" and self.held is not None:
-                self.c.ack(self.held)
-                self.held = None
+    def declare_output_fields(self, d):
+        d.declare(["tree"])
 
-    ticks = FeederSpout(["v"])
-    spout = ReasonSpout(["v"])
+    def execute(self, t):
+        if t.source_component != "ticks":
+            self.held[t[0]] = t
+            return
+        hop, tree = t[0], t[1]
+        held = self.held.pop(tree, None) if hop == self.index else None
+        if held is not None:
+            if not self.last:
+                self.c.emit([tree], anchors=held)
+            self.c.ack(held)
+        self.c.ack(t)
+
+
+def test_timeout_counts_only_time_without_progress(cluster_kwargs):
+    """Two trees wait in the same bolt. One moves a hop further every 8 s (each step under the
+    10 s timeout, its whole walk 4x the timeout) and completes; the other makes no progress
+    and times out between 1x and 2x the timeout, as Storm's rotating buckets promise."""
+    timeout, step, hops = 10, 8, 5
+    spout = ReasonSpout(["tree"])
     tracker = AckFailMapTracker()
     spout.set_ack_fail_delegate(tracker)
+    ticks = FeederSpout(["hop", "tree"])
     b = TopologyBuilder()
     b.set_spout("src", spout)
     b.set_spout("ticks", ticks)
-    b.set_bolt("relay", Relay()).global_grouping("src").global_grouping("ticks")
+    upstream = "src"
+    for k in range(1, hops + 1):
+        b.set_bolt(f"hop{k}", Hop(k, last=k == hops)).shuffle_grouping(upstream).all_grouping("ticks")
+        upstream = f"hop{k}"
+    idle_failed_at = None
     with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
-        cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, b.create_topology())
-        spout.feed(["root"], "r")
-        for _ in range(6):  # 6 x 8 s = 48 s, far past 2x the timeout
-            cluster.advance_time(8)
-            ticks.feed(["tick"])
-            cluster.wait_idle()
-            assert not tracker.is_failed("r")
-        ticks.feed(["release"])
+        cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: timeout}, b.create_topology())
+        spout.feed(["live"], "live")
+        spout.feed(["idle"], "idle")
         cluster.wait_idle()
-        assert tracker.is_acked("r")
+        for k in range(1, hops + 1):
+            cluster.advance_time(step)
+            if idle_failed_at is None and tracker.is_failed("idle"):
+                idle_failed_at = k * step
+            assert not tracker.is_failed("live"), f"the progressing tree timed out before hop {k}"
+            ticks.feed([k, "live"])
+            cluster.wait_idle()
+        stats = cluster.get_topology_stats("t")
+    assert tracker.is_acked("live") and "live" not in spout.reasons
+    assert [stats[f"hop{k}"]["emitted"] for k in range(1, hops + 1)] == [1] * (hops - 1) + [0]  # it walked
+    assert hops * step > 2 * timeout  # its whole walk took longer than any timeout could allow
+    assert spout.reasons["idle"].kind == "timeout" and not tracker.is_acked("idle")
+    assert timeout <= idle_failed_at <= 2 * timeout + step  # seen at the first check after it expired
 
 
 def test_double_ack_reported_once_as_user_error(cluster_kwargs):

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
+from squall.engine.spark.executor import CHECKPOINT_EVERY_WAVES
 from squall.testing import AckFailMapTracker, FeederSpout
+from tests.support.engine_processes import kill_python_workers
 
 pytestmark = pytest.mark.spark
 
@@ -67,13 +70,12 @@ def join_topology():
     return feeder, tracker, b.create_topology()
 
 
-def python_workers() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "pyspark.(daemon|worker)"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split() if int(p) != os.getpid()]
-
-
 def run_rounds(cluster_kwargs, kill_workers_between=False):
+    """Eight rounds of joins; with `kill_workers_between`, this session's Python processes are
+    killed after rounds 2 and 5. Returns what was emitted and acked, and how many workers (the
+    processes the pyspark daemon forked, which hold the carried instances) were killed each time."""
     feeder, tracker, topo = join_topology()
+    killed = []
     with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("join", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, topo)
         msg = 0
@@ -84,20 +86,18 @@ def run_rounds(cluster_kwargs, kill_workers_between=False):
                 msg += 1
             cluster.wait_idle()
             if kill_workers_between and rnd in (2, 5):
-                for pid in python_workers():
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                procs = kill_python_workers(cluster_kwargs["spark"])
+                pids = {p.pid for p in procs}
+                killed.append(sum(p.ppid in pids for p in procs))  # children of the killed daemon
         coord = cluster.coordinator("join")
         emitted = coord.captured["join"]["default"]
         return ({task: list(v) for task, v in emitted.items()}, sorted(tracker.acked), sorted(tracker.failed),
-                coord.pending_count)
+                coord.pending_count), killed
 
 
 def test_bolt_state_across_waves_matches_local(spark_session):
-    local = run_rounds({"engine": "local"})
-    spark = run_rounds({"engine": "spark", "spark": spark_session})
+    local, _ = run_rounds({"engine": "local"})
+    spark, _ = run_rounds({"engine": "spark", "spark": spark_session})
     assert spark == local
     emitted, acked, failed, pending = spark
     assert sum(len(v) for v in emitted.values()) > 20
@@ -106,86 +106,30 @@ def test_bolt_state_across_waves_matches_local(spark_session):
 
 
 def test_bolt_state_survives_killed_python_workers(spark_session):
-    local = run_rounds({"engine": "local"})
-    spark = run_rounds({"engine": "spark", "spark": spark_session}, kill_workers_between=True)
+    local, _ = run_rounds({"engine": "local"})
+    spark, killed = run_rounds({"engine": "spark", "spark": spark_session}, kill_workers_between=True)
+    assert len(killed) == 2 and min(killed) >= 1  # each time, at least one of this session's workers died
     assert spark == local
 
 
-class RecordExecutions(Bolt):
-    """Appends every executed value to a file: proves no stage is computed twice."""
+def spark_attempt() -> tuple[int, int, int]:
+    """(stage, partition, attempt number) of the Spark task running this code."""
+    from pyspark import TaskContext
 
-    def __init__(self, path):
-        self.path = path
-
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        d.declare(["v"])
-
-    def execute(self, t):
-        with open(self.path, "a") as f:
-            f.write(f"{t[0]}\n")
-        self.c.emit([t[0]], anchors=t)
-        self.c.ack(t)
+    tc = TaskContext.get()
+    return tc.stageId(), tc.partitionId(), tc.attemptNumber()
 
 
-def test_no_stage_computed_twice(spark_session, tmp_path):
-    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
-    feeder = FeederSpout(["v"])
-    b = TopologyBuilder()
-    b.set_spout("src", feeder)
-    b.set_bolt("a", RecordExecutions(str(first)), parallelism=2).shuffle_grouping("src")
-    b.set_bolt("b", RecordExecutions(str(second)), parallelism=3).fields_grouping("a", ["v"])
-    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
-        cluster.submit_topology("count", {}, b.create_topology())
-        for rnd in range(5):
-            for i in range(40):
-                feeder.feed([f"{rnd}-{i}"])
-            cluster.wait_idle()
-        expected = sorted(f"{r}-{i}" for r in range(5) for i in range(40))
-        assert sorted(first.read_text().split()) == expected
-        assert sorted(second.read_text().split()) == expected
-        assert cluster.get_topology_stats("count")["src"]["acked"] == 200
+def crash_worker(marker: str, *facts: object) -> None:
+    """Note this attempt's death in `marker`, then kill its Python worker: the test reads the
+    marker to know the crash really happened (without it, a crash test passes vacuously)."""
+    with open(marker, "a") as f:
+        f.write(" ".join(map(str, (*spark_attempt(), *facts))) + "\n")
+    os._exit(1)
 
 
-class CrashOnFirstAttempt(Bolt):
-    """Kills its Python worker (os._exit) on the first attempt of the task that sees "crash"."""
-
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        d.declare(["v"])
-
-    def execute(self, t):
-        from pyspark import TaskContext
-
-        if t[0] == "crash" and TaskContext.get().attemptNumber() == 0:
-            os._exit(1)
-        for i in range(3):
-            self.c.emit([f"{t[0]}.{i}"], anchors=t)
-        self.c.ack(t)
-
-
-def test_worker_death_retried_by_spark_tree_completes_once(spark_session):
-    feeder = FeederSpout(["v"])
-    tracker = AckFailMapTracker()
-    feeder.set_ack_fail_delegate(tracker)
-    acks = []
-    tracker.ack = lambda m, _a=tracker.ack: (acks.append(m), _a(m))
-    b = TopologyBuilder()
-    b.set_spout("src", feeder)
-    b.set_bolt("crashy", CrashOnFirstAttempt(), parallelism=2).shuffle_grouping("src")
-    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("crashy")
-    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
-        cluster.submit_topology("crash", {}, b.create_topology())
-        for i, v in enumerate(["a", "crash", "b", "c"]):
-            feeder.feed([v], i)
-        cluster.wait_idle()
-        assert sorted(acks) == [0, 1, 2, 3]  # every tree acked exactly once
-        assert not tracker.failed
-        assert cluster.coordinator("crash").lost_waves == 0
+def marker_lines(marker: Path) -> list[list[int]]:
+    return [[int(x) for x in line.split()] for line in marker.read_text().splitlines()] if marker.exists() else []
 
 
 class ReplayingFeeder(FeederSpout):
@@ -213,17 +157,209 @@ class ReplayingFeeder(FeederSpout):
         self._queue.append((self.sent[msg_id], msg_id))
 
 
-class AlwaysCrash(Bolt):
+class PassOn(Bolt):
+    """Passes each value on, anchored, and acks it; `observe` sees every value first."""
+
+    def __init__(self, path):
+        self.path = path
+
     def prepare(self, conf, context, collector):
         self.c = collector
 
     def declare_output_fields(self, d):
+        d.declare(["v"])
+
+    def observe(self, value):
         pass
 
     def execute(self, t):
-        if t[0] == "poison":
-            os._exit(1)
+        self.observe(t[0])
+        self.c.emit([t[0]], anchors=t)
         self.c.ack(t)
+
+
+class PoisonGate(PassOn):
+    """Kills its Python worker on "poison", at every attempt (noted in the marker file `path`)."""
+
+    def observe(self, value):
+        if value == "poison":
+            crash_worker(self.path)
+
+
+class RecordExecutions(PassOn):
+    """Appends every executed value to the file `path`: a stage computed twice shows as a value twice."""
+
+    def observe(self, value):
+        with open(self.path, "a") as f:
+            f.write(f"{value}\n")
+
+
+def checkpointed_rdds(spark) -> set[str]:
+    """The RDD checkpoints written so far under this session's checkpoint directory."""
+    root = Path(urlparse(spark.sparkContext.getCheckpointDir()).path)
+    return {p.name for p in root.glob("rdd-*")} if root.exists() else set()
+
+
+ROUNDS = CHECKPOINT_EVERY_WAVES + 7  # one checkpoint, with waves after it resuming from it
+POISON_ROUND, PER_ROUND = 10, 10
+
+
+def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(spark_session, tmp_path):
+    """Every value runs through the recording bolts exactly once over >= 30 waves, though the
+    carried state is checkpointed on the way and a poison root kills its wave again and again
+    until the coordinator has bisected it out and dead-lettered it. The poison dies at level 1,
+    so the recording bolts (levels 2 and 3) only ever run in jobs that succeed: any second
+    execution there is a stage computed twice (lineage recomputed, a checkpoint recomputing
+    instead of reading the cache, ...)."""
+    first, second, crashes = tmp_path / "first.txt", tmp_path / "second.txt", tmp_path / "crashes.txt"
+    spout = ReplayingFeeder(["v"])
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("gate", PoisonGate(str(crashes)), parallelism=2).shuffle_grouping("src")
+    b.set_bolt("a", RecordExecutions(str(first)), parallelism=2).shuffle_grouping("gate")
+    b.set_bolt("b", RecordExecutions(str(second)), parallelism=3).fields_grouping("a", ["v"])
+    conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(tmp_path / "dead.jsonl")}
+    checkpoints_before = checkpointed_rdds(spark_session)
+    expected = [f"{r}-{i}" for r in range(ROUNDS) for i in range(PER_ROUND)]
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
+        cluster.submit_topology("count", conf, b.create_topology())
+        for rnd in range(ROUNDS):
+            for i in range(PER_ROUND):
+                spout.feed([f"{rnd}-{i}"], f"{rnd}-{i}")
+                if (rnd, i) == (POISON_ROUND, PER_ROUND // 2):
+                    spout.feed(["poison"], "poison")
+            cluster.wait_idle()
+        coord = cluster.coordinator("count")
+        jobs_done = coord.executor.waves  # Spark jobs that succeeded (whole waves and bisected parts)
+        bisected_parts = coord.wave - coord.waves_done  # each part of a split wave takes a wave number
+        lost_errors = [e for e in cluster.get_errors("count") if e.kind == "lost"]
+    # the checkpoint and the bisection both happened
+    assert jobs_done >= CHECKPOINT_EVERY_WAVES + 5
+    assert len(checkpointed_rdds(spark_session) - checkpoints_before) >= 3  # each level's carried state
+    assert coord.lost_waves >= 3 and len(lost_errors) == coord.lost_waves
+    assert bisected_parts >= 2
+    assert len(marker_lines(crashes)) >= coord.lost_waves  # every lost job killed a worker
+    # the innocent roots of the poison's wave were lost once, then completed in the poison-free halves
+    innocents = {f"{POISON_ROUND}-{i}" for i in range(PER_ROUND)}
+    assert Counter(m for m, _ in spout.fail_reasons) == Counter({**dict.fromkeys(innocents, 1), "poison": 2})
+    assert {k for _, k in spout.fail_reasons} == {"lost"}
+    assert coord.dead_lettered == 1 and sorted(spout.acked) == sorted([*expected, "poison"])
+    # no stage computed twice
+    assert Counter(first.read_text().split()) == Counter(expected)
+    assert Counter(second.read_text().split()) == Counter(expected)
+
+
+def feeder_with_acks(fields):
+    """A feeder, its tracker, and the list of every ack in order (a duplicate ack shows twice)."""
+    feeder = FeederSpout(fields)
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    acks = []
+    tracker.ack = lambda m, _a=tracker.ack: (acks.append(m), _a(m))
+    return feeder, tracker, acks
+
+
+class CrashOnFirstAttempt(Bolt):
+    """Kills its Python worker (os._exit) on the first attempt of the task that sees "crash"."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+
+    def declare_output_fields(self, d):
+        d.declare(["v"])
+
+    def execute(self, t):
+        if t[0] == "crash" and spark_attempt()[2] == 0:
+            crash_worker(self.marker)
+        for i in range(3):
+            self.c.emit([f"{t[0]}.{i}"], anchors=t)
+        self.c.ack(t)
+
+
+def test_worker_death_retried_by_spark_tree_completes_once(spark_session, tmp_path):
+    crashes = tmp_path / "crashes.txt"
+    feeder, tracker, acks = feeder_with_acks(["v"])
+    b = TopologyBuilder()
+    b.set_spout("src", feeder)
+    b.set_bolt("crashy", CrashOnFirstAttempt(str(crashes)), parallelism=2).shuffle_grouping("src")
+    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("crashy")
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
+        cluster.submit_topology("crash", {}, b.create_topology())
+        for i, v in enumerate(["a", "crash", "b", "c"]):
+            feeder.feed([v], i)
+        cluster.wait_idle()
+        (crash,) = marker_lines(crashes)  # the worker did die, once, in a first attempt
+        assert crash[2] == 0
+        assert sorted(acks) == [0, 1, 2, 3]  # every tree acked exactly once
+        assert not tracker.failed
+        assert cluster.coordinator("crash").lost_waves == 0  # Spark's own task retry recovered it
+        assert cluster.get_topology_stats("crash")["sink"]["executed"] == 12
+
+
+class CountPerKey(Bolt):
+    """Counts tuples per key in an attribute (state carried from wave to wave) and emits each
+    new count. The first attempt of the task that meets a "crash" tuple dies there, after
+    applying to its counts the tuples before it in the same partition."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+        self.counts = {}
+        self.attempt = None
+        self.in_attempt = 0  # tuples this Spark task attempt has applied
+
+    def declare_output_fields(self, d):
+        d.declare(["key", "count"])
+
+    def execute(self, t):
+        key, flag = t[0], t[1]
+        self.counts[key] = self.counts.get(key, 0) + 1
+        attempt = spark_attempt()
+        if attempt != self.attempt:
+            self.attempt, self.in_attempt = attempt, 0
+        self.in_attempt += 1
+        if flag == "crash" and attempt[2] == 0:
+            crash_worker(self.marker, self.in_attempt, self.counts[key])
+        self.c.emit([key, self.counts[key]], anchors=t)
+        self.c.ack(t)
+
+
+def test_stateful_task_crashing_mid_partition_resumes_from_its_last_kept_instance(spark_session, tmp_path):
+    """The retried attempt must start from the instance kept after the previous wave: the counts
+    the dead attempt had already applied are not applied twice, nor are earlier waves' lost."""
+    crashes = tmp_path / "crashes.txt"
+    feeder, tracker, acks = feeder_with_acks(["key", "flag"])
+    b = TopologyBuilder()
+    b.set_spout("src", feeder)
+    b.set_bolt("count", CountPerKey(str(crashes)), parallelism=2).fields_grouping("src", ["key"])
+    b.set_bolt("sink", Sink()).shuffle_grouping("count")
+    keys, per_key_per_round, crash_at = ["k0", "k1", "k2", "k3"], 3, (3, 2, "k1")
+    key_of = []  # msg id -> key
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, capture=True) as cluster:
+        cluster.submit_topology("state", {}, b.create_topology())
+        for rnd in range(6):
+            for j in range(per_key_per_round):
+                for key in keys:
+                    feeder.feed([key, "crash" if (rnd, j, key) == crash_at else "-"], len(key_of))
+                    key_of.append(key)
+            cluster.wait_idle()
+        coord = cluster.coordinator("state")
+        emitted = [row for rows in coord.captured["count"]["default"].values() for row in rows]
+    (crash,) = marker_lines(crashes)
+    _, _, attempt, applied_in_attempt, count_at_crash = crash
+    assert attempt == 0
+    assert applied_in_attempt >= per_key_per_round  # mid-partition: k1's earlier tuples of the wave went first
+    assert count_at_crash == crash_at[0] * per_key_per_round + crash_at[1] + 1  # it resumed earlier waves' counts
+    assert sorted(acks) == list(range(len(key_of))) and not tracker.failed  # each tuple acked exactly once
+    assert coord.lost_waves == 0
+    acked_per_key = Counter(key_of[m] for m in acks)
+    for key in keys:  # the counts are exactly the acked tuples: nothing lost, nothing applied twice
+        assert sorted(n for k, n in emitted if k == key) == list(range(1, acked_per_key[key] + 1))
 
 
 def test_poison_root_isolated_and_dead_lettered(spark_session, tmp_path):
@@ -231,7 +367,7 @@ def test_poison_root_isolated_and_dead_lettered(spark_session, tmp_path):
     spout = ReplayingFeeder(["v"])
     b = TopologyBuilder()
     b.set_spout("src", spout)
-    b.set_bolt("work", AlwaysCrash(), parallelism=2).shuffle_grouping("src")
+    b.set_bolt("work", PoisonGate(str(tmp_path / "crashes.txt")), parallelism=2).shuffle_grouping("src")
     conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(dlq)}
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
         cluster.submit_topology("poison", conf, b.create_topology())
