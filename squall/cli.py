@@ -271,9 +271,13 @@ def _spark_session(args: argparse.Namespace, conf: dict, name: str) -> Any:
     squall.spark.log.level): by default they go to a file, not over the progress line."""
     from squall.engine.spark.session import get_or_create_session  # noqa: PLC0415 - pyspark is heavy
 
-    level = args.spark_log_level or conf.get(Config.SQUALL_SPARK_LOG_LEVEL)
     return get_or_create_session(args.spark, app_name=f"squall-{name}", ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
-                                 log_level=level)
+                                 log_level=spark_log_level(args, conf))
+
+
+def spark_log_level(args: argparse.Namespace, conf: dict) -> str | None:
+    """--spark-log-level, else the topology's squall.spark.log.level; None: Spark logs to a file."""
+    return args.spark_log_level or conf.get(Config.SQUALL_SPARK_LOG_LEVEL) or None
 
 
 def _spark_log_path() -> str | None:

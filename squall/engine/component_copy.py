@@ -1,12 +1,12 @@
 """Refuse, at submit, a component that cannot be copied to its tasks, naming what stops it.
 
 Every task runs a copy of the instance given to set_spout/set_bolt: spouts are deep-copied on
-the driver (both engines), bolts are deep-copied by the local engine and pickled with pyspark's
-cloudpickle to reach Spark's executors. A lock, a connection or a generator made in `__init__`
-would otherwise fail deep in the engine with a bare `TypeError: cannot pickle ...` that names
-neither the component nor the fix. Each component is tried the way its engine really copies it,
-so nothing that runs today is refused; only when that fails is the instance searched, a few
-levels down, for the attribute that cannot be copied.
+the driver (both engines); bolts are deep-copied by the local engine, and on Spark pickled with
+pyspark's cloudpickle to reach the executors, where each task deep-copies it. A lock, a
+connection or a generator made in `__init__` would otherwise fail deep in the engine with a bare
+`TypeError: cannot pickle ...` that names neither the component nor the fix. Each component is
+tried the way its engine really copies it, so nothing that runs today is refused; only when that
+fails is the instance searched, a few levels down, for the attribute that cannot be copied.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ Spark's log file, not to the console, unless --spark-log-level asks for them."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from squall import (
     Spout,
     TopologyBuilder,
 )
+from squall.cli import spark_log_level
 from squall.observe.errors import ErrorRecord
 from squall.testing import FeederSpout
 from squall.trident import CombinerAggregator, FixedBatchSpout, SQLiteMapState, TridentTopology
@@ -230,7 +232,7 @@ def test_a_spout_that_cannot_be_copied_is_refused_at_submit(cluster_kwargs):
     assert "Create it in open() instead of __init__" in msg
 
 
-class LockOutOfCopies(Bolt):
+class LockOutOfCopies(Misbehave):
     """Holds a lock from __init__ but leaves it out of its copies, and each copy makes its own:
     accepted, and it runs."""
 
@@ -244,17 +246,9 @@ class LockOutOfCopies(Bolt):
         self.__dict__.update(state)
         self.lock = threading.Lock()
 
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        d.declare(["v"])
-        d.declare(["v"], stream=SEEN)
-
     def execute(self, t):
         with self.lock:
-            self.c.emit([t[0]], stream=SEEN)
-        self.c.ack(t)
+            super().execute(t)
 
 
 def test_a_component_whose_copies_leave_the_lock_out_still_runs(cluster_kwargs):
@@ -387,6 +381,15 @@ def test_a_lost_wave_keeps_java_traces_off_the_console_and_names_the_log_file():
     Path(path).unlink()  # this run's file
     assert "ERROR TaskSetManager: Task 0 in stage" in log and "aborting job" in log
     assert "at org.apache.spark" in log and "Python worker exited unexpectedly" in log
+
+
+def test_spark_log_level_comes_from_the_flag_else_the_topology_conf():
+    def level(flag, conf):
+        return spark_log_level(argparse.Namespace(spark_log_level=flag), conf)
+
+    assert level(None, {}) is None  # to the file
+    assert level(None, {Config.SQUALL_SPARK_LOG_LEVEL: "INFO"}) == "INFO"
+    assert level("WARN", {Config.SQUALL_SPARK_LOG_LEVEL: "INFO"}) == "WARN"
 
 
 @pytest.mark.spark
