@@ -1,6 +1,7 @@
 """The `squall` command.
 
     squall run PATH [--engine local|spark] [--seconds N] [--name NAME] [--spark MASTER]
+               [--spark-ui] [--spark-log-level LEVEL] [-v]
 
 `PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict;
 `done(cluster, name)`, to stop once it returns True; `report()`, printed at the end).
@@ -25,6 +26,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
+from squall.api.config import Config
 from squall.observe.progress import ProgressLine
 
 EXIT_OK = 0
@@ -54,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--spark", metavar="MASTER", default=None,
                      help='Spark master URL for --engine spark (default "local[*]")')
     run.add_argument("--spark-ui", action="store_true", help="enable the Spark web UI (its address is printed)")
+    run.add_argument("--spark-log-level", metavar="LEVEL", default=None,
+                     help="show Spark's own logs on the console at this log4j level (WARN, INFO, ...); by "
+                          "default they go to a file whose path is printed")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="log every error as it happens (by default errors are counted live and the last few "
                           "are shown at the end)")
@@ -131,8 +136,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         _ship_by_value(module)
 
     _setup_logging(console, args.verbose)
-    cluster = LocalCluster(engine=args.engine, spark=args.spark if args.engine == "spark" else None)
     try:
+        spark = _spark_session(args, conf, name) if args.engine == "spark" else None
+        cluster = LocalCluster(engine=args.engine, spark=spark)
         cluster.submit_topology(name, conf, topology)
     except ImportError as e:
         if args.engine != "spark" or not (e.name or "").startswith(SPARK_MODULES):
@@ -145,6 +151,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         ui = getattr(coord.executor, "ui_url", None)
         if ui is not None:
             console.print(f"Spark UI: {ui}")
+    spark_log = _spark_log_path() if args.engine == "spark" else None
+    if spark_log is not None:
+        console.print(f"Spark's own logs go to {escape(spark_log)} (--spark-log-level WARN shows them here)")
     how_long = "until Ctrl-C" if args.seconds == 0 else f"for {args.seconds:g}s"
     console.print(f"running topology [bold]{escape(name)}[/] on the {args.engine} engine {how_long}")
 
@@ -153,6 +162,8 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     if elapsed < 0:
         return EXIT_INTERRUPTED
     _print_summary(console, name, coord, elapsed, getattr(module, "report", None))
+    if coord.lost_waves and spark_log is not None:
+        console.print(f"{coord.lost_waves} wave(s) lost; Spark's full traces are in {escape(spark_log)}")
     if crash is not None:
         console.print(f"[bold red]the topology stopped with an error:[/] {escape(f'{type(crash).__name__}: {crash}')}")
         return EXIT_FAILED
@@ -253,6 +264,26 @@ def _setup_logging(console: Console, verbose: bool) -> None:
     log.addHandler(handler)
     log.setLevel(logging.WARNING if verbose else logging.ERROR)
     log.propagate = False
+
+
+def _spark_session(args: argparse.Namespace, conf: dict, name: str) -> Any:
+    """Started here, so Spark's own logs follow --spark-log-level (else the topology's
+    squall.spark.log.level): by default they go to a file, not over the progress line."""
+    from squall.engine.spark.session import get_or_create_session  # noqa: PLC0415 - pyspark is heavy
+
+    return get_or_create_session(args.spark, app_name=f"squall-{name}", ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
+                                 log_level=spark_log_level(args, conf))
+
+
+def spark_log_level(args: argparse.Namespace, conf: dict) -> str | None:
+    """--spark-log-level, else the topology's squall.spark.log.level; None: Spark logs to a file."""
+    return args.spark_log_level or conf.get(Config.SQUALL_SPARK_LOG_LEVEL) or None
+
+
+def _spark_log_path() -> str | None:
+    from squall.engine.spark.logs import spark_log_path  # noqa: PLC0415
+
+    return spark_log_path()
 
 
 def _ship_by_value(module: ModuleType) -> None:

@@ -22,6 +22,7 @@ class Config(dict):
     SQUALL_DEAD_LETTER_SINK = "squall.dead.letter.sink"
     SQUALL_GC_TUNE = "squall.gc.tune"
     SQUALL_SPARK_UI = "squall.spark.ui"
+    SQUALL_SPARK_LOG_LEVEL = "squall.spark.log.level"
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,
@@ -39,6 +40,9 @@ class Config(dict):
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
         SQUALL_GC_TUNE: True,
         SQUALL_SPARK_UI: False,
+        # Spark's own logs (Java traces of failed tasks): None sends them to a file whose path the
+        # lost-wave warning gives; a log4j level ("WARN", "INFO", ...) shows them on the console.
+        SQUALL_SPARK_LOG_LEVEL: None,
     }
 
     def set_debug(self, on: bool) -> None:

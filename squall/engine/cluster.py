@@ -10,6 +10,7 @@ from typing import Any
 from squall.api.config import effective_conf
 from squall.api.topology import StormTopology
 from squall.engine.clock import RealClock, SimulatedClock
+from squall.engine.component_copy import check_components_copy
 from squall.engine.coordinator import Coordinator
 from squall.engine.local import LocalExecutor
 from squall.observe.errors import ErrorRecord
@@ -106,6 +107,7 @@ class LocalCluster:
             check = getattr(spec.obj, "check_engine", None)
             if check is not None:
                 check(self.engine, conf)
+        check_components_copy(topology, self.engine)  # a lock made in __init__ is refused here, by name
         executor = make_executor(self.engine, topology, conf, self.spark, self.capture)
         coord = Coordinator(name, topology, conf, executor, self.clock, capture=self.capture)
         coord.start()

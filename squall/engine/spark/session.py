@@ -10,6 +10,14 @@ import sys
 import tempfile
 from typing import Any
 
+from squall.engine.spark.logs import (
+    CONSOLE_LEVEL,
+    FILE_LEVEL,
+    can_log_to_file,
+    spark_log_path,
+    start_context_logging_to_file,
+)
+
 log = logging.getLogger("squall")
 
 DEFAULT_MASTER = "local[*,4]"  # all cores; up to 4 attempts per task, so a dead Python worker is retried
@@ -44,25 +52,40 @@ def _worker_env() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths + ([existing] if existing else [])))
 
 
+def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str, str] | None) -> dict[str, str]:
+    settings = {
+        "spark.master": master or DEFAULT_MASTER,
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.locality.wait": "0",
+        "spark.python.worker.reuse": "true",
+        "spark.driver.memory": os.environ.get("SQUALL_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+        "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
+    }
+    settings.update(extra_conf or {})
+    return settings
+
+
 def get_or_create_session(master: str | None = None, app_name: str = "squall", ui: bool = False,
-                          extra_conf: dict[str, str] | None = None) -> Any:
+                          extra_conf: dict[str, str] | None = None, log_level: str | None = None) -> Any:
+    """The SparkSession to run on. Spark's own logs go to a file (squall.engine.spark.logs)
+    unless `log_level` (or SQUALL_SPARK_LOG_LEVEL) asks for them on the console at that level."""
     check_java()
     _worker_env()
     from pyspark.sql import SparkSession  # noqa: PLC0415 - only the Spark engine needs pyspark
 
-    builder = (SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
-               .config("spark.ui.enabled", "true" if ui else "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.locality.wait", "0")
-               .config("spark.python.worker.reuse", "true")
-               .config("spark.driver.memory", os.environ.get("SQUALL_SPARK_DRIVER_MEMORY", "2g"))
-               .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-               .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"]))
-    for k, v in (extra_conf or {}).items():
+    settings = _settings(master, app_name, ui, extra_conf)
+    level = log_level or os.environ.get("SQUALL_SPARK_LOG_LEVEL") or None
+    if level is None and can_log_to_file():
+        start_context_logging_to_file(settings, app_name)  # the builder below finds this context
+    builder = SparkSession.builder
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     sc = spark.sparkContext
-    sc.setLogLevel(os.environ.get("SQUALL_SPARK_LOG_LEVEL", "ERROR"))
+    sc.setLogLevel(level or (FILE_LEVEL if spark_log_path() else CONSOLE_LEVEL))
     if not sc.getCheckpointDir():
         sc.setCheckpointDir(tempfile.mkdtemp(prefix="squall-checkpoints-"))
     return spark
