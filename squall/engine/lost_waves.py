@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from squall.engine.spark.logs import spark_log_note
 from squall.engine.wave import WaveLost, WaveOutput, merge_outputs
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch, select_roots
@@ -82,7 +81,7 @@ class LostWaves:
             return run_job(outputs)
         except WaveLost as e:
             self.lost_waves += 1
-            log.warning("%s: wave lost (%d roots): %s%s", self.name, len(roots), e, spark_log_note())
+            log.warning("%s: wave lost (%d roots): %s", self.name, len(roots), e)
             self._record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {e}", kind="lost")])
             suspects = any(self.attempts.get(self._key(r), 0) for r in roots.tolist())
             if len(roots) <= 1 or not suspects:

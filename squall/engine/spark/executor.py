@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from squall.api.config import Config
 from squall.api.topology import StormTopology
 from squall.engine.sealing import dumps
 from squall.engine.spark import worker
+from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.wave import WaveLost, WaveOutput, add_captured
@@ -55,7 +57,8 @@ class SparkExecutor:
         from pyspark import cloudpickle  # noqa: PLC0415
 
         if spark is None or isinstance(spark, str):
-            self.spark = get_or_create_session(spark, ui=bool(conf.get("squall.spark.ui", False)))
+            self.spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
+                                               log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
         else:
             self.spark = spark
         self.sc = self.spark.sparkContext
@@ -129,7 +132,7 @@ class SparkExecutor:
         except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
             for out in outs:
                 out.unpersist(blocking=False)
-            raise WaveLost(_short_error(e)) from e
+            raise WaveLost(_short_error(e) + spark_log_note()) from e
         for old in prev:
             old.unpersist(blocking=False)
         self._state = outs
