@@ -43,6 +43,7 @@ from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
+from squall.connectors.nats_connect import connect
 from squall.connectors.nats_pulls import PullRequests
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
@@ -165,31 +166,10 @@ class JetStreamSpout(IOThreadBrokerSpout):
     # -- loop side ------------------------------------------------------------------------
 
     async def _aopen(self) -> None:
-        opts: dict[str, Any] = {
-            "servers": [s.strip() for s in self._servers.reveal().split(",") if s.strip()],
-            "name": f"squall {self.component_id}[{self.task_index}]",
-            "connect_timeout": self.connect_timeout_secs,
-            "allow_reconnect": True,
-            "max_reconnect_attempts": -1,
-            "reconnect_time_wait": 0.5,
-            "error_cb": self._on_error,
-            "disconnected_cb": self._on_disconnected,
-            "reconnected_cb": self._on_reconnected,
-        }
-        if self.user:
-            opts["user"] = self.user
-            opts["password"] = self._password.reveal()
-        if self._token:
-            opts["token"] = self._token.reveal()
-        if self.creds:
-            opts["user_credentials"] = self.creds
-        self._last_error: BaseException | None = None
-        try:  # nats-py retries a first connection forever when reconnects are unlimited: bound it
-            self._nc = await asyncio.wait_for(nats.connect(**opts), self.connect_timeout_secs * 2)
-        except TimeoutError:
-            why = self._last_error
-            raise ConnectionError(f"no NATS server answered within {self.connect_timeout_secs * 2:g}s"
-                                  + (f" (last error: {self._error_text(why)})" if why else "")) from None
+        self._nc = await connect(
+            self._servers, f"squall {self.component_id}[{self.task_index}]", self.connect_timeout_secs,
+            user=self.user, password=self._password, token=self._token, creds=self.creds,
+            error_cb=self._on_error, disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected)
         self._js = self._nc.jetstream()
         await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
         await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
@@ -376,7 +356,6 @@ class JetStreamSpout(IOThreadBrokerSpout):
             await nc.close()
 
     async def _on_error(self, e: Exception) -> None:
-        self._last_error = e
         if not self._closing and self._nc is not None:
             log.warning("%s: NATS error: %s", self.component_id, self._error_text(e))
 

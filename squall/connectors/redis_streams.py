@@ -86,7 +86,8 @@ class RedisStreamSpout(IOThreadBrokerSpout):
     payload_field: the entry field holding the payload (decoded by `scheme`).
     consumer: this task's consumer name (default: unique per process and task).
     start_id: where a new group starts: "0" (the whole stream) or "$" (only new entries).
-    batch_size: entries read per XREADGROUP; claim_idle_secs / claim_interval_secs: see above.
+    batch_size: at most this many entries per XREADGROUP (default: as many as the spout has room
+    for, so that a wave finds them all); claim_idle_secs / claim_interval_secs: see above.
     """
 
     broker_name = "Redis"
@@ -96,7 +97,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                  db: int | None = None, consumer: str | None = None, payload_field: str = "payload",
                  scheme: Any = "string", fields: Any = ("message",), meta_field: str | None = None,
                  max_retries: int | None = None, retry_delay_secs: float = 1.0,
-                 dead_letter_stream: str | None = None, start_id: str = "0", batch_size: int = 500,
+                 dead_letter_stream: str | None = None, start_id: str = "0", batch_size: int | None = None,
                  claim_idle_secs: float | None = None, claim_interval_secs: float | None = None,
                  socket_timeout_secs: float = 5.0):
         super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
@@ -108,7 +109,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         self.payload_field = payload_field
         self.dead_letter_stream = dead_letter_stream or f"{stream}:dlq"
         self.start_id = start_id
-        self.batch_size = int(batch_size)
+        self.batch_size = int(batch_size) if batch_size else None
         self.claim_idle_secs = claim_idle_secs
         self.claim_interval_secs = claim_interval_secs
         self.socket_timeout_secs = socket_timeout_secs
@@ -181,13 +182,13 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         _close_quietly(r)
 
     def _io_serve(self) -> None:
-        """Settle what the spout handed over, take back what needs taking, keep what is held
-        from being claimed by others, and read ahead, until closed."""
+        """Read ahead, settle what the spout handed over, take back what needs taking, and keep
+        what is held from being claimed by others, until closed. Reading comes first: a spout
+        with an empty buffer makes small waves, while acks can wait a moment."""
         touch_every = max(0.05, self._idle_ms / 4000)
         touch_limit = self._idle_ms / 3000
         next_touch = time.monotonic() + touch_every
         while not self._closing:
-            self._settle()
             now = time.monotonic()
             if self._recover_pending:
                 self._recover()
@@ -201,37 +202,50 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                 next_touch = now + touch_every
                 self._touch(now, touch_limit)
             self._read(now)
-        self._settle()  # closing: the last acks and dead letters
+            self._settle(ACK_CHUNK)
+        self._settle(None)  # closing: the last acks and dead letters
 
     # -- the I/O thread: reading ----------------------------------------------------------------
 
     def _free(self) -> int:
-        """How many more entries the spout may hold (max.spout.pending less what it holds)."""
-        return self._prefetch() - len(self._inflight) - len(self._incoming)
+        """How many more entries the spout may take: max.spout.pending less what it holds (taken
+        and not yet acked at Redis, or dead-lettered; a failed entry waiting for its retry is not
+        held by the topology). Counted here, on the I/O thread, so never more than there is."""
+        return self._prefetch() - len(self._held) + len(self._retry_heap)
 
     def _read(self, now: float) -> None:
-        room = min(self.batch_size, self._free())
-        if room <= 0:
-            self._stop.wait(ROOM_WAIT_SECS)
+        """Read new entries, as many as the spout has room for (up to batch_size). While acks come
+        back (freeing room), wait until a quarter of max.spout.pending is free and read that in
+        one go: many small reads make many small waves."""
+        busy = bool(self._actions or self._to_ack or self._to_dead)
+        free = self._free()
+        count = min(self.batch_size or free, free)
+        if count <= 0 or (busy and free < max(1, self._prefetch() // 4)):
+            if not busy:
+                self._stop.wait(ROOM_WAIT_SECS)
             return
-        block = ACK_WAIT_MS if (self._inflight or self._actions) else READ_BLOCK_MS
-        if self._retry_heap:
-            block = min(block, max(1, int((self._retry_heap[0][0] - now) * 1000)))
-        res = self._r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=room, block=block)
-        for _stream, entries in res or ():
-            for eid, fields in entries:
-                self._hand_over(self._message(eid, fields, 1))
+        if busy:
+            block = None  # there is settling to do: do not wait here
+        else:
+            block = ACK_WAIT_MS if self._inflight else READ_BLOCK_MS
+            if self._retry_heap:
+                block = min(block, max(1, int((self._retry_heap[0][0] - now) * 1000)))
+        res = self._r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block)
+        self._hand_over([self._message(eid, fields, 1) for _stream, entries in res or () for eid, fields in entries])
 
     def _message(self, eid: Any, fields: dict | None, attempts: int) -> Message:
         fields = fields or {}
         return Message(_s(eid), fields.get(self._field), attempts, handle=fields)
 
-    def _hand_over(self, m: Message) -> None:
-        """Decode `m` here, off the wave's path, and give it to the spout."""
-        self.decode(m)
-        m.touched_at = time.monotonic()
-        self._held[m.id] = m
-        self._incoming.append(m)
+    def _hand_over(self, messages: list[Message]) -> None:
+        """Decode here, off the wave's path, and give the spout all of a reply at once (so that a
+        wave does not end in the middle of it)."""
+        now = time.monotonic()
+        for m in messages:
+            self.decode(m)
+            m.touched_at = now
+            self._held[m.id] = m
+        self._incoming.extend(messages)
 
     def _claim_due_retries(self, now: float) -> None:
         heap, due = self._retry_heap, []
@@ -244,13 +258,15 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                 heapq.heappush(heap, (now, next(self._seq), m))
             raise
         got = {_s(eid): fields for eid, fields in claimed or () if fields is not None}
+        back = []
         for m in due:
             fields = got.get(m.id)
             if fields is None:  # deleted from the stream meanwhile (XDEL / trimming): nothing to retry
                 self._held.pop(m.id, None)
                 self.counters.add("vanished")
                 continue
-            self._hand_over(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
+            back.append(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
+        self._hand_over(back)
 
     def _recover(self) -> None:
         """After a connection error: entries Redis delivered to this consumer whose reply was lost
@@ -264,10 +280,8 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         if not lost:
             return
         claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost))
-        for eid, fields in claimed or ():
-            if fields is not None:
-                eid = _s(eid)
-                self._hand_over(self._message(eid, fields, lost[eid] + 1))  # XCLAIM counted a delivery
+        self._hand_over([self._message(eid, fields, lost[_s(eid)] + 1)  # XCLAIM counted a delivery
+                         for eid, fields in claimed or () if fields is not None])
         self.counters.add("recovered", len(lost))
 
     def _claim_dead(self) -> None:
@@ -287,6 +301,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
 
     def _take_over(self, entries: list[tuple[str, dict]]) -> None:
         counts = self._delivery_counts([eid for eid, _ in entries])
+        back = []
         for eid, fields in entries:
             m = self._message(eid, fields, counts.get(eid, 2))
             self.counters.add("claimed")
@@ -295,7 +310,8 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                 self._to_dead.append((m, Failure("lost", f"delivered {m.attempts - 1} times without an ack "
                                                          f"(its consumer died or timed out)", m.attempts)))
             else:
-                self._hand_over(m)
+                back.append(m)
+        self._hand_over(back)
 
     def _delivery_counts(self, ids: list[str]) -> dict[str, int]:
         lo, hi = min(ids, key=_id_key), max(ids, key=_id_key)
@@ -318,9 +334,10 @@ class RedisStreamSpout(IOThreadBrokerSpout):
 
     # -- the I/O thread: acks, retries, dead letters -----------------------------------------------
 
-    def _settle(self) -> None:
-        """Take the actions the spout handed over, then send the acks and dead letters waiting
-        (what a lost connection interrupts stays waiting, and is sent after the reconnect)."""
+    def _settle(self, max_acks: int | None) -> None:
+        """Take the actions the spout handed over, then send the dead letters and (up to
+        `max_acks`, None: all) acks waiting. What a lost connection interrupts stays waiting, and
+        is sent after the reconnect."""
         actions = self._actions
         while actions:
             kind, m, failure = actions.popleft()
@@ -330,20 +347,22 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                 heapq.heappush(self._retry_heap, (time.monotonic() + self.retry_delay_secs, next(self._seq), m))
             else:
                 self._to_dead.append((m, failure))
-        to_ack, held, done = self._to_ack, self._held, self._done
-        while to_ack:
-            chunk = to_ack[:ACK_CHUNK]
-            self._r.xack(self.stream, self.group, *[m.id for m in chunk])
-            del to_ack[:len(chunk)]
-            for m in chunk:
-                held.pop(m.id, None)
-                done.append((ACKED, m, None))
+        held, done = self._held, self._done
         while self._to_dead:
             m, failure = self._to_dead[0]
             if self._send_dead_letter(m, failure):
                 done.append((DEAD, m, failure))
             del self._to_dead[0]
             held.pop(m.id, None)
+        to_ack, sent = self._to_ack, 0
+        while to_ack and (max_acks is None or sent < max_acks):
+            chunk = to_ack[:ACK_CHUNK]
+            self._r.xack(self.stream, self.group, *[m.id for m in chunk])
+            del to_ack[:len(chunk)]
+            sent += len(chunk)
+            for m in chunk:
+                held.pop(m.id, None)
+                done.append((ACKED, m, None))
 
     def _send_dead_letter(self, m: Message, failure: Failure) -> bool:
         """XADD to the dead-letter stream and XACK at the source, in one transaction. If an
