@@ -306,7 +306,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     done.append((DEAD, m, failure))
             except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
                 done.append((REPORT, f"JetStream {kind} of message {m.id} failed: "
-                                       f"{self._error_text(e)}", None))
+                                     f"{self._error_text(e)}", None))
 
     async def _publish_dead_letter(self, data: bytes, headers: dict | None, failure: Failure, source_id: Any) -> None:
         hdrs = {k: str(v) for k, v in (headers or {}).items() if not k.lower().startswith("nats-")}
@@ -326,7 +326,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._done.append((DEAD, m, failure))
         except Exception as e:  # noqa: BLE001
             self._done.append((REPORT, f"dead-lettering a message past max_deliver failed: "
-                                         f"{self._error_text(e)}", None))
+                                       f"{self._error_text(e)}", None))
 
     async def _aclose(self) -> None:
         for task in (self._fetcher, self._keeper):

@@ -284,7 +284,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             self._pub.basic_publish("", routing_key, m.body, props, mandatory=True)
         except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as e:
             self._done.append((REPORT, f"RabbitMQ refused the copy of message {tag} for {routing_key!r} "
-                                         f"({type(e).__name__}); requeued it as it is", None))
+                                       f"({type(e).__name__}); requeued it as it is", None))
             self._ch.basic_nack(tag, requeue=True)
             return False
         self._ch.basic_ack(tag)  # if this fails the copy is stored and the original comes back: at least once

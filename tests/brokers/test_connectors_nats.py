@@ -16,7 +16,7 @@ import pytest
 from squall import Config, LocalCluster
 from squall.connectors.dead_letters import DL_REASON
 from squall.connectors.nats import JetStreamSpout
-from tests.support.broker_admins import GROUP, NatsAdmin, RecNats
+from tests.support.broker_admins import GROUP, RecNats
 from tests.support.broker_nats_server import nats_server_with_auth
 from tests.support.broker_services import check_module_does_not_shadow, wait_until
 from tests.support.broker_topology import FileSink, Hold, Recorder, open_fails_without_showing, spout_into
@@ -24,76 +24,69 @@ from tests.support.broker_topology import FileSink, Hold, Recorder, open_fails_w
 nats = pytest.importorskip("nats")
 
 
-@pytest.fixture
-def admin():
-    a = NatsAdmin()
-    yield a
-    a.close()
-
-
-def test_consumer_settings_follow_the_topology(admin):
+def test_consumer_settings_follow_the_topology(nats_admin):
     """AckWait is the message timeout, max_deliver is max_retries + 1, max_ack_pending is
     max.spout.pending; an existing durable is updated to match."""
-    stream = admin.source("cfg")
-    spout = JetStreamSpout(stream, durable=GROUP, url=admin.url, max_retries=4)
+    stream = nats_admin.source("cfg")
+    spout = JetStreamSpout(stream, durable=GROUP, url=nats_admin.url, max_retries=4)
     for timeout, pending in ((7, 123), (9, 45)):
         conf = Config()
         conf.set_message_timeout_secs(timeout)
         conf.set_max_spout_pending(pending)
         with LocalCluster(engine="local") as cluster:
             cluster.submit_topology("cfg", conf, spout_into(spout, Hold()))
-            c = admin.consumer(stream).config
+            c = nats_admin.consumer(stream).config
             cluster.kill_topology("cfg")
         assert (c.ack_wait, c.max_deliver, c.max_ack_pending) == (timeout, 5, pending)
         assert str(getattr(c.ack_policy, "value", c.ack_policy)) == "explicit" and c.durable_name == GROUP
 
 
-def test_messages_in_flight_for_long_are_not_redelivered(admin):
+def test_messages_in_flight_for_long_are_not_redelivered(nats_admin):
     """A tree that runs longer than the AckWait: the spout sends in-progress acks, so the
     server does not hand the message out again."""
-    stream = admin.source("hold")
-    admin.publish(stream, [b"x"])
+    stream = nats_admin.source("hold")
+    nats_admin.publish(stream, [b"x"])
     rec = Recorder()
     with LocalCluster(engine="local") as cluster:
-        cluster.submit_topology("hold", Config(), spout_into(admin.spout(stream, rec, ack_wait_secs=1.0), Hold()))
+        cluster.submit_topology("hold", Config(), spout_into(nats_admin.spout(stream, rec, ack_wait_secs=1.0), Hold()))
         wait_until(lambda: rec.spouts and rec.spouts[0].counters.extra.get("touched", 0) >= 6, 20, "6 touches")
-        info = admin.consumer(stream)
+        info = nats_admin.consumer(stream)
         emitted = rec.spouts[0].counters.emitted
         cluster.kill_topology("hold")
     assert emitted == 1 and info.num_redelivered == 0 and info.num_ack_pending == 1
 
 
-def test_a_message_whose_deliveries_ran_out_is_dead_lettered_as_lost(admin):
+def test_a_message_whose_deliveries_ran_out_is_dead_lettered_as_lost(nats_admin):
     """Another consumer of the durable took the message and died on its last allowed delivery:
     the server stops delivering it and says so in an advisory; the spout dead-letters it.
 
     The spout is not running while the other consumer takes the message (a running spout, even
     deactivated, may have a pull request on its way to the server, and get it instead)."""
-    stream = admin.source("lost")
+    stream = nats_admin.source("lost")
     rec = Recorder()
-    spout = admin.spout(stream, rec, max_retries=0)
+    spout = nats_admin.spout(stream, rec, max_retries=0)
     conf = Config()
     conf.set_message_timeout_secs(2)
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("lost", conf, spout_into(spout, FileSink(os.devnull)))  # the durable: max_deliver 1
         cluster.kill_topology("lost")
-    wait_until(lambda: admin.consumer(stream).num_waiting == 0, 10, "the spout's last pull request to end")
+    wait_until(lambda: nats_admin.consumer(stream).num_waiting == 0, 10, "the spout's last pull request to end")
 
     async def take_and_die():
-        psub = await admin.js.pull_subscribe_bind(durable=GROUP, stream=stream)
-        await admin.js.publish(stream, b"doomed")
+        psub = await nats_admin.js.pull_subscribe_bind(durable=GROUP, stream=stream)
+        await nats_admin.js.publish(stream, b"doomed")
         msgs = await psub.fetch(1, timeout=10)
         return msgs[0].data
 
-    assert admin.run(take_and_die()) == b"doomed"
+    assert nats_admin.run(take_and_die()) == b"doomed"
     with LocalCluster(engine="local") as cluster:  # the spout pulls: the server finds the deliveries ran out
         cluster.submit_topology("lost", conf, spout_into(spout, FileSink(os.devnull)))
-        wait_until(lambda: admin.dead_letters(stream), 20, "a dead letter")
+        wait_until(lambda: nats_admin.dead_letters(stream), 20, "a dead letter")
         wait_until(lambda: rec.dead, 10, "the spout's dead-letter hook")
         cluster.kill_topology("lost")
     [(key, _m, failure)] = rec.dead
     assert key == b"doomed" and failure.kind == "lost"
-    [(body, info)] = admin.dead_letters(stream)
+    [(body, info)] = nats_admin.dead_letters(stream)
     assert body == b"doomed" and info[DL_REASON] == "lost"
 
 

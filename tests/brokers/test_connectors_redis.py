@@ -12,18 +12,11 @@ import pytest
 from squall import Bolt, Config, LocalCluster
 from squall.connectors.dead_letters import DL_REASON
 from squall.connectors.redis import RedisStreamSpout, redis_url
-from tests.support.broker_admins import GROUP, RedisAdmin
+from tests.support.broker_admins import GROUP
 from tests.support.broker_services import check_module_does_not_shadow, wait_until
 from tests.support.broker_topology import Hold, Recorder, open_fails_without_showing, spout_into
 
 redis = pytest.importorskip("redis")
-
-
-@pytest.fixture
-def admin():
-    a = RedisAdmin()
-    yield a
-    a.close()
 
 
 class Record(Bolt):
@@ -40,20 +33,20 @@ class Record(Bolt):
         self.c.ack(t)
 
 
-def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(admin):
+def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(redis_admin):
     """A consumer read entries and died. The spout claims them once idle past claim_idle_secs;
     their attempt is Redis's delivery count. One that already used its deliveries goes to the
     dead letters with reason "lost"."""
-    r = admin.r
-    stream = admin.source("claim")
-    admin.publish(stream, [b'{"id": 0}', b'{"id": 1}', b'{"id": 2}'])
+    r = redis_admin.r
+    stream = redis_admin.source("claim")
+    redis_admin.publish(stream, [b'{"id": 0}', b'{"id": 1}', b'{"id": 2}'])
     ids = [eid.decode() for eid, _ in r.xrange(stream)]
     r.xgroup_create(stream, GROUP, id="0")
     r.xreadgroup(GROUP, "dead-consumer", {stream: ">"}, count=10)
     for _ in range(2):  # entry 2 was delivered 3 times already (and never acked)
         r.xclaim(stream, GROUP, "dead-consumer", 0, [ids[2]])
     rec = Recorder()
-    spout = admin.spout(stream, rec, scheme="json", meta_field="meta", max_retries=2, claim_idle_secs=0.5)
+    spout = redis_admin.spout(stream, rec, scheme="json", meta_field="meta", max_retries=2, claim_idle_secs=0.5)
     with LocalCluster(engine="local", capture=True) as cluster:
         cluster.submit_topology("claim", Config(), spout_into(spout, Record(), "rec"))
         wait_until(lambda: rec.n_acked() >= 2 and rec.dead, 20, lambda: f"{rec.counters()}")
@@ -62,25 +55,26 @@ def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(admin):
     assert sorted(out) == [[0, 2], [1, 2]]  # first delivery lost with the dead consumer: attempt 2
     [(key, _m, failure)] = rec.dead
     assert key == 2 and failure.kind == "lost" and failure.attempts == 4
-    assert admin.settled(stream)
-    [(_body, info)] = admin.dead_letters(stream)
+    assert redis_admin.settled(stream)
+    [(_body, info)] = redis_admin.dead_letters(stream)
     assert info[DL_REASON] == "lost"
 
 
-def test_entries_in_flight_for_long_are_not_claimed_by_others(admin):
+def test_entries_in_flight_for_long_are_not_claimed_by_others(redis_admin):
     """A tree that takes longer than claim_idle_secs: the spout keeps its entry's idle time
     low, so another consumer's XAUTOCLAIM does not take it."""
-    stream = admin.source("hold")
-    admin.publish(stream, [b"x"])
+    stream = redis_admin.source("hold")
+    redis_admin.publish(stream, [b"x"])
     rec = Recorder()
+    spout = redis_admin.spout(stream, rec, claim_idle_secs=1.0)
     with LocalCluster(engine="local") as cluster:
-        cluster.submit_topology("hold", Config(), spout_into(admin.spout(stream, rec, claim_idle_secs=1.0), Hold()))
+        cluster.submit_topology("hold", Config(), spout_into(spout, Hold()))
         wait_until(lambda: rec.spouts and rec.spouts[0].counters.emitted == 1, 10, "emitted")
         wait_until(lambda: rec.spouts[0].counters.extra.get("touched", 0) >= 3, 10, "3 touches")
-        _cursor, stolen, _deleted = admin.r.xautoclaim(stream, GROUP, "thief", 1000, "0-0")
+        _cursor, stolen, _deleted = redis_admin.r.xautoclaim(stream, GROUP, "thief", 1000, "0-0")
         cluster.kill_topology("hold")
     assert stolen == []
-    assert admin.unacked(stream) == 1  # still pending: held by the spout, not acked, not stolen
+    assert redis_admin.unacked(stream) == 1  # still pending: held by the spout, not acked, not stolen
 
 
 def test_settings_from_the_environment_and_passwords_never_shown(monkeypatch):
@@ -98,9 +92,9 @@ def test_settings_from_the_environment_and_passwords_never_shown(monkeypatch):
     assert RedisStreamSpout("s").url == "redis://u:***@h:1/0"
 
 
-def test_a_wrong_password_fails_at_open_without_showing_it(admin, caplog):
+def test_a_wrong_password_fails_at_open_without_showing_it(redis_admin, caplog):
     """The local Redis has no user "nobody": Redis itself refuses the credentials."""
-    spout = RedisStreamSpout(admin.source("pw"), url="redis://nobody:Sup3r-S3cret-pw@127.0.0.1:6379/0")
+    spout = RedisStreamSpout(redis_admin.source("pw"), url="redis://nobody:Sup3r-S3cret-pw@127.0.0.1:6379/0")
     text = open_fails_without_showing(spout, "Sup3r-S3cret-pw", caplog)
     assert "redis://nobody:***@127.0.0.1:6379/0" in text
     assert "AuthenticationError" in text, text

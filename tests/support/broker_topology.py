@@ -79,12 +79,8 @@ class Recording:
 # -- bolts --------------------------------------------------------------------------------------
 
 
-def _rng(seed: int, context: Any) -> random.Random:
-    return random.Random(zlib.crc32(f"{seed}/{context.this_component_id}/{context.this_task_index}".encode()))
-
-
-class FlakyParse(Bolt):
-    """[message] -> [id]; raises for {"poison": true}, and at random for `fail_rate` of inputs."""
+class _Flaky(Bolt):
+    """A bolt that fails `fail_rate` of its inputs at random (seeded per component and task)."""
 
     def __init__(self, fail_rate: float = 0.0, seed: int = 7):
         self.fail_rate = fail_rate
@@ -92,37 +88,37 @@ class FlakyParse(Bolt):
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.collector = collector
-        self.rng = _rng(self.seed, context)
+        key = f"{self.seed}/{context.this_component_id}/{context.this_task_index}"
+        self.rng = random.Random(zlib.crc32(key.encode()))
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["id"])
+
+    def unlucky(self) -> bool:
+        return bool(self.fail_rate) and self.rng.random() < self.fail_rate
+
+
+class FlakyParse(_Flaky):
+    """[message] -> [id]; raises for {"poison": true}, and at random for `fail_rate` of inputs."""
 
     def execute(self, t: Any) -> None:  # noqa: A002
         msg = t[0]
         if isinstance(msg, dict) and msg.get("poison"):
             raise ValueError(f"poison message {msg.get('id')!r} cannot be parsed")
-        if self.fail_rate and self.rng.random() < self.fail_rate:
+        if self.unlucky():
             raise RuntimeError("random parse failure")
         self.collector.emit([msg["id"]], anchors=t)
         self.collector.ack(t)
 
 
-class FlakySink(Bolt):
+class FlakySink(_Flaky):
     """[id] -> [id] (the captured output); raises at random for `fail_rate` of inputs."""
 
     def __init__(self, fail_rate: float = 0.0, seed: int = 11):
-        self.fail_rate = fail_rate
-        self.seed = seed
-
-    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
-        self.collector = collector
-        self.rng = _rng(self.seed, context)
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(["id"])
+        super().__init__(fail_rate, seed)
 
     def execute(self, t: Any) -> None:  # noqa: A002
-        if self.fail_rate and self.rng.random() < self.fail_rate:
+        if self.unlucky():
             raise RuntimeError("random sink failure")
         self.collector.emit([t[0]], anchors=t)
         self.collector.ack(t)

@@ -7,6 +7,7 @@ broker (the real brokers run the same bookkeeping in tests/brokers/test_broker_c
 from __future__ import annotations
 
 import json
+import os
 from collections import deque
 from typing import Any
 
@@ -39,6 +40,7 @@ from squall.connectors.settings import (
 )
 from squall.connectors.spout import BrokerSpout, Message
 from tests.support.broker_services import wait_until
+from tests.support.broker_topology import FileSink
 
 # -- schemes, failure records, settings -------------------------------------------------------
 
@@ -306,17 +308,6 @@ def test_an_io_thread_that_cannot_connect_fails_open_with_its_error():
     assert spout._thread is None and queue.refuse_connects == 0
 
 
-class AckAll(Bolt):
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        pass
-
-    def execute(self, t):
-        self.c.ack(t)
-
-
 def test_a_lost_connection_is_reported_and_reconnected_with_a_backoff():
     """The connection drops once, the first reconnect fails: both are reported (as errors of the
     spout, on the topology's thread), the spout reconnects and every message is acked."""
@@ -325,7 +316,7 @@ def test_a_lost_connection_is_reported_and_reconnected_with_a_backoff():
     queue.refuse_after_drop = 1
     b = TopologyBuilder()
     b.set_spout("src", MemoryIOSpout(queue, scheme="json"))
-    b.set_bolt("ack", AckAll()).shuffle_grouping("src")
+    b.set_bolt("ack", FileSink(os.devnull)).shuffle_grouping("src")
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("mem", {"topology.max.spout.pending": 2}, b.create_topology())  # acks come 2 by 2
         spout = cluster.coordinator("mem").spouts[0].spout
