@@ -31,9 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
-from collections import deque
 from typing import Any
 
 import nats
@@ -41,55 +39,25 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from squall.connectors.base import (
-    Failure,
-    IOThreadBrokerSpout,
-    Message,
-    Secret,
-    env_first,
-    redact_url,
-    scrub,
-    url_password,
-)
+from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
+from squall.connectors.dead_letters import Failure
+from squall.connectors.event_loop import EventLoopThread
+from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
+from squall.connectors.nats_connect import connect
+from squall.connectors.nats_pulls import PullRequests
+from squall.connectors.settings import Secret, env_first, redact_url, url_password
+from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
 
 ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
 MAX_PULLS = 2  # pull requests outstanding at once
-PULL_GRACE_SECS = 1.0  # a pull request is forgotten this long after it expired, if no 408 came
 ERROR_PAUSE_SECS = 0.5
 CLOSE_TIMEOUT_SECS = 10.0
 
 
 def nats_servers(url: str | None = None) -> Secret:
     return Secret(url or env_first("NATS_URL", default="nats://127.0.0.1:4222"))
-
-
-class _EventLoopThread:
-    """An asyncio event loop running in a daemon thread; the spout's bridge to nats-py."""
-
-    def __init__(self, name: str):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def call(self, coro: Any, timeout: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def soon(self, fn: Any, *args: Any) -> None:
-        self.loop.call_soon_threadsafe(fn, *args)
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        if not self.thread.is_alive():
-            self.loop.close()
 
 
 class JetStreamSpout(IOThreadBrokerSpout):
@@ -104,6 +72,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     RETRY_ACTION = "nak"
     DEAD_ACTION = "dlq"
+    broker_name = "NATS"
 
     def __init__(self, stream: str, subject: str | None = None, durable: str = "squall", url: str | None = None, *,
                  user: str | None = None, password: str | None = None, token: str | None = None,
@@ -129,7 +98,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self.batch_size = int(batch_size)
         self.pull_expires_secs = float(pull_expires_secs)
         self.connect_timeout_secs = float(connect_timeout_secs)
-        self._io: _EventLoopThread | None = None
+        self._io: EventLoopThread | None = None
 
     def _source_name(self) -> str:
         return self.stream
@@ -144,17 +113,11 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self.ack_wait = float(self.ack_wait_secs or self.message_timeout_secs)
         self.max_deliver = self.max_retries + 1
         self.prefetch = self._prefetch()
-        self._incoming: deque = deque()  # received, not yet emitted (filled by the loop)
-        self._actions: deque = deque()  # acks / naks / dead letters for the loop
-        self._done: deque = deque()  # what the loop finished, for hooks and reports on this thread
-        self._scheduled = False
-        self._closing = False
-        self._active = True
         self._drainer: Any = None
         self._fetcher: Any = None
         self._keeper: Any = None
         self._nc: Any = None
-        self._io = _EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
+        self._io = EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
         try:
             self._io.call(self._aopen(), self.connect_timeout_secs * 3 + 10)
         except Exception as e:  # noqa: BLE001
@@ -163,21 +126,14 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._io.stop()
             self._io = None
             raise ConnectionError(f"cannot consume JetStream stream {self.stream!r} (durable {self.durable!r}) at "
-                                  f"{self.url}: {scrub(_describe(e), self._secrets())}") from None
+                                  f"{self.url}: {self._error_text(e)}") from None
 
-    def _next_message(self) -> Message | None:
-        if self._done:
-            self._finish_done()
-        try:
-            return self._incoming.popleft()
-        except IndexError:
-            return None
-
-    def _act(self, item: tuple) -> None:
-        self._actions.append(item)
-        if not self._scheduled and self._io is not None:
-            self._scheduled = True
-            self._io.soon(self._kick)
+    def _wake(self) -> bool:
+        io = self._io
+        if io is None:
+            return False
+        io.soon(self._kick)
+        return True
 
     def _meta(self, m: Message) -> dict[str, Any]:
         nm = m.handle
@@ -204,44 +160,22 @@ class JetStreamSpout(IOThreadBrokerSpout):
         try:
             io.call(self._aclose(), CLOSE_TIMEOUT_SECS)
         except Exception as e:  # noqa: BLE001
-            log.warning("%s: closing the NATS connection: %s", self.component_id, scrub(_describe(e), self._secrets()))
+            log.warning("%s: closing the NATS connection: %s", self.component_id, self._error_text(e))
         io.stop()
-        self._finish_done()
 
     # -- loop side ------------------------------------------------------------------------
 
     async def _aopen(self) -> None:
-        opts: dict[str, Any] = {
-            "servers": [s.strip() for s in self._servers.reveal().split(",") if s.strip()],
-            "name": f"squall {self.component_id}[{self.task_index}]",
-            "connect_timeout": self.connect_timeout_secs,
-            "allow_reconnect": True,
-            "max_reconnect_attempts": -1,
-            "reconnect_time_wait": 0.5,
-            "error_cb": self._on_error,
-            "disconnected_cb": self._on_disconnected,
-            "reconnected_cb": self._on_reconnected,
-        }
-        if self.user:
-            opts["user"] = self.user
-            opts["password"] = self._password.reveal()
-        if self._token:
-            opts["token"] = self._token.reveal()
-        if self.creds:
-            opts["user_credentials"] = self.creds
-        self._last_error: BaseException | None = None
-        try:  # nats-py retries a first connection forever when reconnects are unlimited: bound it
-            self._nc = await asyncio.wait_for(nats.connect(**opts), self.connect_timeout_secs * 2)
-        except TimeoutError:
-            why = self._last_error
-            raise ConnectionError(f"no NATS server answered within {self.connect_timeout_secs * 2:g}s"
-                                  + (f" (last error: {_describe(why)})" if why else "")) from None
+        self._nc = await connect(
+            self._servers, f"squall {self.component_id}[{self.task_index}]", self.connect_timeout_secs,
+            user=self.user, password=self._password, token=self._token, creds=self.creds,
+            error_cb=self._on_error, disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected)
         self._js = self._nc.jetstream()
         await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
         await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
         await self._ensure_consumer()
         self._inbox = self._nc.new_inbox()
-        self._pulls: dict[str, list] = {}  # reply subject -> [messages still owed, expiry]
+        self._pulls = PullRequests(self._inbox, self.pull_expires_secs)
         self._pull_min = min(self.batch_size, max(1, self.prefetch // 4))
         self._pull_sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_pulled,
                                                   pending_msgs_limit=-1, pending_bytes_limit=-1)
@@ -286,55 +220,40 @@ class JetStreamSpout(IOThreadBrokerSpout):
         return self.prefetch - len(self._inflight) - len(self._incoming)
 
     async def _pull_loop(self) -> None:
-        """Keep pull requests outstanding for as many messages as the spout has room for.
-
-        A pull request asks the consumer for up to `batch` messages, delivered to a subject of
-        this spout's inbox as they become available, until the request expires (after
-        `pull_expires_secs`); each request gets its own reply subject, where the server says when
-        it is over, so the spout knows how many messages are still owed. At most MAX_PULLS
-        requests are outstanding."""
+        """Keep pull requests outstanding (at most MAX_PULLS) for as many messages as the spout
+        has room for (see nats_pulls)."""
         api = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}"
         expires_ns = int(self.pull_expires_secs * 1e9)
-        n = 0
+        backoff = Backoff(ERROR_PAUSE_SECS, RECONNECT_MAX_SECS)
+        pulls = self._pulls
         while not self._closing:
             now = time.monotonic()
-            pulls = self._pulls
-            for subj in [s for s, (_left, until) in pulls.items() if now > until]:
-                del pulls[subj]  # expired (its 408 may have been lost in a reconnect)
-            owed = sum(left for left, _until in pulls.values())
-            room = self._room() - owed
+            room = self._room() - pulls.owed(now)
             if room >= self._pull_min and len(pulls) < MAX_PULLS:
                 batch = min(self.batch_size, room)
-                n += 1
-                subj = f"{self._inbox}.{n}"
-                pulls[subj] = [batch, now + self.pull_expires_secs + PULL_GRACE_SECS]
+                subject = pulls.open(batch, now)
                 try:
                     await self._nc.publish(api, json.dumps({"batch": batch, "expires": expires_ns}).encode(),
-                                           reply=subj)
+                                           reply=subject)
+                    backoff.reset()
                 except Exception as e:  # noqa: BLE001 - report, pause, go on (nats-py reconnects)
-                    pulls.pop(subj, None)
+                    pulls.close(subject)
+                    delay = backoff.next()
                     if not self._closing:
-                        self._done.append(("report", f"pull from JetStream {self.stream!r} failed: "
-                                                     f"{scrub(_describe(e), self._secrets())}", None))
-                    await asyncio.sleep(ERROR_PAUSE_SECS)
+                        self._done.append((REPORT, f"pull from JetStream {self.stream!r} failed: "
+                                                   f"{self._error_text(e)}; next try in {delay:.1f}s", None))
+                    await asyncio.sleep(delay)
                 continue
             await asyncio.sleep(ROOM_WAIT_SECS)
 
     async def _on_pulled(self, nm: Any) -> None:
         """A message (or a status) for one of this spout's pull requests."""
-        pulls = self._pulls
         status = nm.headers.get("Status") if nm.headers else None
         if status is not None and not nm.reply:
             if status != "100":  # 404/408/409 on the request's own subject: it is over (100: heartbeat)
-                pulls.pop(nm.subject, None)
+                self._pulls.close(nm.subject)
             return
-        # A message keeps its stream subject, so count it against the oldest request: the
-        # server serves them in order (and expiry corrects any drift).
-        if pulls:
-            oldest = next(iter(pulls))
-            pulls[oldest][0] -= 1
-            if pulls[oldest][0] <= 0:
-                del pulls[oldest]
+        self._pulls.delivered()
         if not self._active:  # deactivated meanwhile: give it back at once
             self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
             self._kick()
@@ -363,7 +282,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     m.touched_at = now
                     with contextlib.suppress(Exception):
                         await m.handle.in_progress()
-                        self.counters.extra["touched"] = self.counters.extra.get("touched", 0) + 1
+                        self.counters.add("touched")
 
     def _kick(self) -> None:
         self._scheduled = False
@@ -378,16 +297,16 @@ class JetStreamSpout(IOThreadBrokerSpout):
             try:
                 if kind == "ack":
                     await nm.ack()
-                    done.append(("acked", m, None))
+                    done.append((ACKED, m, None))
                 elif kind == "nak":
                     await nm.nak(delay=self.retry_delay_secs if failure is not None else None)
                 else:
                     await self._publish_dead_letter(m.body, nm.headers, failure, m.id)
                     await nm.ack()
-                    done.append(("dead", m, failure))
+                    done.append((DEAD, m, failure))
             except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
-                done.append(("report", f"JetStream {kind} of message {m.id} failed: "
-                                       f"{scrub(_describe(e), self._secrets())}", None))
+                done.append((REPORT, f"JetStream {kind} of message {m.id} failed: "
+                                     f"{self._error_text(e)}", None))
 
     async def _publish_dead_letter(self, data: bytes, headers: dict | None, failure: Failure, source_id: Any) -> None:
         hdrs = {k: str(v) for k, v in (headers or {}).items() if not k.lower().startswith("nats-")}
@@ -404,10 +323,10 @@ class JetStreamSpout(IOThreadBrokerSpout):
                               deliveries)
             await self._publish_dead_letter(raw.data, raw.headers, failure, (seq, deliveries))
             m = Message((seq, deliveries), raw.data or b"", deliveries, handle=None, headers=raw.headers)
-            self._done.append(("dead", m, failure))
+            self._done.append((DEAD, m, failure))
         except Exception as e:  # noqa: BLE001
-            self._done.append(("report", f"dead-lettering a message past max_deliver failed: "
-                                         f"{scrub(_describe(e), self._secrets())}", None))
+            self._done.append((REPORT, f"dead-lettering a message past max_deliver failed: "
+                                       f"{self._error_text(e)}", None))
 
     async def _aclose(self) -> None:
         for task in (self._fetcher, self._keeper):
@@ -437,19 +356,13 @@ class JetStreamSpout(IOThreadBrokerSpout):
             await nc.close()
 
     async def _on_error(self, e: Exception) -> None:
-        self._last_error = e
         if not self._closing and self._nc is not None:
-            log.warning("%s: NATS error: %s", self.component_id, scrub(_describe(e), self._secrets()))
+            log.warning("%s: NATS error: %s", self.component_id, self._error_text(e))
 
     async def _on_disconnected(self) -> None:
         if not self._closing:
-            self._done.append(("report", f"disconnected from NATS at {self.url}; reconnecting", None))
+            self._done.append((REPORT, f"disconnected from NATS at {self.url}; reconnecting", None))
 
     async def _on_reconnected(self) -> None:
-        self.counters.reconnects += 1
+        self._done.append((RECONNECTED, None, None))
         log.info("%s: reconnected to NATS at %s", self.component_id, self.url)
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e)
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -29,36 +29,21 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
-from collections import deque
 from typing import Any
 from urllib.parse import quote
 
 import pika
 import pika.exceptions
 
-from squall.connectors.base import (
-    IOThreadBrokerSpout,
-    Message,
-    Secret,
-    env_first,
-    redact_url,
-    scrub,
-    url_password,
-    url_with_password,
-)
+from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
+from squall.connectors.settings import Secret, env_first, redact_url, url_with_password
+from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
 
 ATTEMPTS_HEADER = "x-squall-attempts"  # failed deliveries so far, on a retried message
 REASON_HEADER = "x-squall-last-reason"  # why the last attempt failed, on a retried message
 MAX_PREFETCH = 65535
-RECONNECT_MIN_SECS = 0.2
-RECONNECT_MAX_SECS = 10.0
-
-# pika's errors that mean the connection or channel is gone.
-_LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed,
-         pika.exceptions.ChannelWrongStateError, pika.exceptions.ConnectionWrongStateError, OSError)
 
 
 def rabbitmq_url(url: str | None = None, host: str | None = None, port: int | None = None,
@@ -94,6 +79,8 @@ class RabbitMQSpout(IOThreadBrokerSpout):
     declare: declare the queue (durable, with `queue_arguments`), the retry and dead-letter queues.
     """
 
+    broker_name = "RabbitMQ"
+
     def __init__(self, queue: str, url: str | None = None, *, host: str | None = None, port: int | None = None,
                  username: str | None = None, password: str | None = None, virtual_host: str | None = None,
                  scheme: Any = "string", fields: Any = ("message",), meta_field: str | None = None,
@@ -112,73 +99,41 @@ class RabbitMQSpout(IOThreadBrokerSpout):
         self.queue_arguments = dict(queue_arguments or {})
         self.heartbeat_secs = heartbeat_secs
         self.connect_timeout_secs = connect_timeout_secs
-        self._thread: threading.Thread | None = None
 
     def _source_name(self) -> str:
         return self.queue
-
-    def _secrets(self) -> list[Any]:
-        return [self._url, url_password(self._url.reveal())]
 
     # -- driver side ----------------------------------------------------------------------
 
     def _connect(self) -> None:
         self._gen = 0  # the connection's number: a delivery tag means something on its own connection only
-        self._buffer: deque[Message] = deque()  # received and decoded, not yet emitted (filled by the I/O thread)
-        self._actions: deque = deque()  # (kind, message, failure) for the I/O thread
-        self._done: deque = deque()  # (kind, message, failure) the I/O thread finished, for this thread
-        self._scheduled = False
-        self._active = True
-        self._closing = False
         self._conn: Any = None
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._open_error: BaseException | None = None
-        self._thread = threading.Thread(target=self._io_main, daemon=True,
-                                        name=f"squall-rabbitmq-{self.component_id}-{self.task_index}")
-        self._thread.start()
-        self._ready.wait(self.connect_timeout_secs * 3 + 5)
-        if self._open_error is not None or not self._ready.is_set():
-            self._closing = True
-            self._stop.set()
-            self._thread.join(self.connect_timeout_secs + 5)
-            e = self._open_error or TimeoutError("no answer")
-            if isinstance(e, ValueError):
-                raise e
+        try:
+            self._start_io(self.connect_timeout_secs * 3 + 5)
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001
             raise ConnectionError(f"cannot connect to RabbitMQ at {self.url} (queue {self.queue!r}): "
-                                  f"{scrub(_describe(e), self._secrets())}") from None
+                                  f"{self._error_text(e)}") from None
 
     def _next_message(self) -> Message | None:
-        if self._done:
-            self._finish_done()
-        buf = self._buffer
-        while buf:
-            m = buf.popleft()
+        incoming = self._incoming
+        while incoming:
+            m = incoming.popleft()
             if m.handle[0] == self._gen:
                 return m
             self.counters.stale += 1  # from a connection that is gone: RabbitMQ redelivers it
         return None
 
-    def _act(self, item: tuple) -> None:
-        self._actions.append(item)
-        if self._scheduled:
-            return
+    def _wake(self) -> bool:
         conn = self._conn
         if conn is None:
-            return  # (re)connecting: the I/O thread runs the actions once connected
-        self._scheduled = True
+            return False  # (re)connecting: the I/O thread runs the actions once connected
         try:
             conn.add_callback_threadsafe(self._run_actions)
         except Exception:  # noqa: BLE001 - the connection is going away; the I/O thread drains later
-            self._scheduled = False
-
-    def _other_done(self, kind: str, m: Message) -> None:
-        if kind == "stale":
-            self.counters.stale += 1
-        elif kind == "reconnected":
-            self.counters.reconnects += 1
-        else:
-            self._report(m)
+            return False
+        return True
 
     def _meta(self, m: Message) -> dict[str, Any]:
         return {"id": m.id, "attempts": m.attempts, "source": self.queue, "redelivered": m.handle[3],
@@ -195,59 +150,9 @@ class RabbitMQSpout(IOThreadBrokerSpout):
         self._act(("resume", None, None))
 
     def _disconnect(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._closing = True
-        self._stop.set()
-        conn = self._conn
-        if conn is not None:
-            try:
-                conn.add_callback_threadsafe(lambda: None)  # wake the I/O thread
-            except Exception:  # noqa: BLE001
-                pass
-        thread.join(self.connect_timeout_secs + 10)
-        self._finish_done()
+        self._stop_io(self.connect_timeout_secs + 10)
 
     # -- the I/O thread -------------------------------------------------------------------
-
-    def _io_main(self) -> None:
-        first = True
-        backoff = RECONNECT_MIN_SECS
-        while not self._closing:
-            try:
-                self._io_connect()
-            except Exception as e:  # noqa: BLE001
-                if first:
-                    self._open_error = e
-                    self._ready.set()
-                    return
-                self._done.append(("report", f"cannot reconnect to RabbitMQ at {self.url}: "
-                                             f"{scrub(_describe(e), self._secrets())}; next try in {backoff:.1f}s",
-                                   None))
-                self._stop.wait(backoff)
-                backoff = min(RECONNECT_MAX_SECS, backoff * 2)
-                continue
-            if first:
-                first = False
-                self._ready.set()
-            else:
-                self._done.append(("reconnected", None, None))
-            backoff = RECONNECT_MIN_SECS
-            try:
-                self._run_actions()  # what was handed over while there was no connection
-                while not self._closing:
-                    self._conn.process_data_events(time_limit=0.1)
-                    if self._actions and not self._scheduled:
-                        self._run_actions()
-                self._run_actions()  # closing: the last acks
-            except _LOST as e:
-                if not self._closing:
-                    self._lost(e)
-                    self._stop.wait(RECONNECT_MIN_SECS)
-            finally:
-                conn, self._conn = self._conn, None
-                _close_quietly(conn)  # what is not acked goes back to the queue
 
     def _io_connect(self) -> None:
         params = pika.URLParameters(self._url.reveal())
@@ -275,8 +180,20 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             self._consume()
         log.info("%s[%d]: consuming %r from %s", self.component_id, self.task_index, self.queue, self.url)
 
+    def _io_serve(self) -> None:
+        self._run_actions()  # what was handed over while there was no connection
+        while not self._closing:
+            self._conn.process_data_events(time_limit=0.1)
+            if self._actions and not self._scheduled:
+                self._run_actions()
+        self._run_actions()  # closing: the last acks
+
+    def _io_close(self) -> None:
+        conn, self._conn = self._conn, None
+        _close_quietly(conn)  # what is not acked goes back to the queue
+
     def _consume(self) -> None:
-        gen, buf, decode = self._gen, self._buffer, self.decode
+        gen, incoming, decode = self._gen, self._incoming, self.decode
 
         def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
             headers = props.headers or {}
@@ -284,7 +201,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             tag = method.delivery_tag
             m = Message((gen, tag), body, attempts, (gen, tag, props, method.redelivered), headers)
             decode(m)
-            buf.append(m)
+            incoming.append(m)
 
         self._consumer_tag = self._ch.basic_consume(self.queue, on_delivery, auto_ack=False)
 
@@ -304,13 +221,12 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                 raise ValueError(f"retry queue {self.retry_queue!r} exists with another delay or target "
                                  f"({e.reply_text}); delete it or pass retry_queue=<another name>") from None
 
-    def _lost(self, error: BaseException) -> None:
+    def _io_lost(self, error: BaseException) -> None:
         """The connection is gone: RabbitMQ requeues what this spout held; forget it, reconnect."""
-        dropped = len(self._inflight) + len(self._buffer)
-        self._buffer.clear()
-        self._done.append(("report", f"RabbitMQ connection to {self.url} lost "
-                                     f"({scrub(_describe(error), self._secrets())}); {dropped} unacked message(s) "
-                                     f"go back to queue {self.queue!r}; reconnecting", None))
+        dropped = len(self._inflight) + len(self._incoming)
+        self._incoming.clear()
+        self._done.append((REPORT, f"RabbitMQ connection to {self.url} lost ({self._error_text(error)}); "
+                                   f"{dropped} unacked message(s) go back to queue {self.queue!r}; reconnecting", None))
 
     def _run_actions(self) -> None:
         """On the I/O thread: the acks, retries, dead letters and pauses the spout handed over."""
@@ -326,12 +242,12 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                     self._consume()
                 continue
             if m.handle[0] != gen:
-                done.append(("stale", m, None))  # its connection is gone: RabbitMQ redelivers it
+                done.append((STALE, m, None))  # its connection is gone: RabbitMQ redelivers it
                 continue
             tag = m.handle[1]
             if kind == "ack":
                 self._ch.basic_ack(tag)
-                done.append(("acked", m, None))
+                done.append((ACKED, m, None))
             elif kind == "retry":
                 headers = dict(m.headers or {})
                 headers[ATTEMPTS_HEADER] = m.attempts
@@ -343,15 +259,15 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                 headers.pop(REASON_HEADER, None)
                 headers.update(failure.fields(self.queue, tag))
                 if self._republish(m, self.dead_letter_queue, headers):
-                    done.append(("dead", m, failure))
+                    done.append((DEAD, m, failure))
 
     def _pause(self) -> None:
         if self._consumer_tag is not None:
             self._ch.basic_cancel(self._consumer_tag)  # pika requeues what it had not dispatched
             self._consumer_tag = None
-        while self._buffer:
+        while self._incoming:
             try:
-                m = self._buffer.popleft()
+                m = self._incoming.popleft()
             except IndexError:
                 break
             if m.handle[0] == self._gen:
@@ -367,17 +283,12 @@ class RabbitMQSpout(IOThreadBrokerSpout):
         try:
             self._pub.basic_publish("", routing_key, m.body, props, mandatory=True)
         except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as e:
-            self._done.append(("report", f"RabbitMQ refused the copy of message {tag} for {routing_key!r} "
-                                         f"({type(e).__name__}); requeued it as it is", None))
+            self._done.append((REPORT, f"RabbitMQ refused the copy of message {tag} for {routing_key!r} "
+                                       f"({type(e).__name__}); requeued it as it is", None))
             self._ch.basic_nack(tag, requeue=True)
             return False
         self._ch.basic_ack(tag)  # if this fails the copy is stored and the original comes back: at least once
         return True
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e)
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _close_quietly(conn: Any) -> None:

@@ -2,8 +2,7 @@
 
 The spout reads new entries with `XREADGROUP` (they stay in the group's pending entries list
 until acked) and emits each with its entry id as msg id. When the tree is acked the entry is
-`XACK`ed (acks are batched: sent at the start of the next `next_tuple`, on deactivate and on
-close). When it fails it stays pending and is claimed back (`XCLAIM`) after
+`XACK`ed (acks are batched). When it fails it stays pending and is claimed back (`XCLAIM`) after
 `retry_delay_secs`; the attempt number is the entry's delivery count, which Redis increments on
 every delivery and claim. After `max_retries` retries, or when it does not decode, it is added
 to the dead-letter stream `<stream>:dlq` (its fields plus `squall-*` fields: reason, error,
@@ -12,8 +11,15 @@ attempts, ...) and acked, in one transaction.
 Entries of a consumer that died stay pending in the group. Every `claim_interval_secs` each
 spout task takes over, with `XAUTOCLAIM`, entries idle longer than `claim_idle_secs` (default:
 the topology's message timeout); one delivered more than `max_retries + 1` times is
-dead-lettered (reason "lost") instead of being tried again. Entries this spout still has in
-flight for long are touched (`XCLAIM ... JUSTID`) so that no one else claims them.
+dead-lettered (reason "lost") instead of being tried again. Entries this spout holds are
+touched (`XCLAIM ... JUSTID`) every third of that time so that no one else claims them.
+
+All of this runs on the spout's I/O thread, on a connection of its own (see `io_thread`): it
+reads and decodes entries ahead while the topology works, never holding more than
+max.spout.pending, and sends the acks, claims and dead letters that the spout's ack/fail hand
+it. If Redis becomes unreachable the thread reconnects with a backoff; entry ids stay valid,
+and entries whose read reply was lost with the connection are taken back from the group's
+pending list.
 
 Connection: `url` (redis://[user:password@]host:port/db, rediss:// for TLS), else `REDIS_URL`,
 else `REDIS_HOST`, `REDIS_PORT`, `REDIS_USERNAME`, `REDIS_PASSWORD`, `REDIS_DB`; default
@@ -22,42 +28,32 @@ redis://127.0.0.1:6379/0. The password is never logged.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
-from collections import deque
 from typing import Any
 from urllib.parse import quote
 
 import redis
 import redis.exceptions
 
-from squall.connectors.base import (
-    BrokerSpout,
-    Failure,
-    Message,
-    Secret,
-    env_first,
-    redact_url,
-    scrub,
-    url_password,
-)
+from squall.connectors.dead_letters import Failure
+from squall.connectors.io_thread import ACKED, DEAD, REPORT, IOThreadBrokerSpout
+from squall.connectors.settings import Secret, env_first, redact_url
+from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
 
-ACK_FLUSH_AT = 1000  # acks buffered before they are sent without waiting for next_tuple
+ACK_CHUNK = 1000  # entry ids per XACK
 CLAIM_COUNT = 500
-READ_BLOCK_MS = 100  # the reader thread's XREADGROUP BLOCK
-ROOM_WAIT_SECS = 0.003  # the reader's pause while the spout holds all it may
-RECONNECT_MIN_SECS = 0.2
-RECONNECT_MAX_SECS = 10.0
-
-_LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+READ_BLOCK_MS = 100  # XREADGROUP BLOCK while no tree is in flight
+ACK_WAIT_MS = 10  # ... while trees are in flight: their acks wait no longer than this
+ROOM_WAIT_SECS = 0.003  # the I/O thread's pause while the spout holds all it may
 
 
 def redis_url(url: str | None = None, host: str | None = None, port: int | None = None,
@@ -83,22 +79,25 @@ def _s(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
-class RedisStreamSpout(BrokerSpout):
+class RedisStreamSpout(IOThreadBrokerSpout):
     """A reliable spout over the Redis stream `stream`, consumer group `group`; see the module
     docstring.
 
     payload_field: the entry field holding the payload (decoded by `scheme`).
     consumer: this task's consumer name (default: unique per process and task).
     start_id: where a new group starts: "0" (the whole stream) or "$" (only new entries).
-    batch_size: entries read per XREADGROUP; claim_idle_secs / claim_interval_secs: see above.
+    batch_size: at most this many entries per XREADGROUP (default: as many as the spout has room
+    for, so that a wave finds them all); claim_idle_secs / claim_interval_secs: see above.
     """
+
+    broker_name = "Redis"
 
     def __init__(self, stream: str, group: str = "squall", url: str | None = None, *, host: str | None = None,
                  port: int | None = None, username: str | None = None, password: str | None = None,
                  db: int | None = None, consumer: str | None = None, payload_field: str = "payload",
                  scheme: Any = "string", fields: Any = ("message",), meta_field: str | None = None,
                  max_retries: int | None = None, retry_delay_secs: float = 1.0,
-                 dead_letter_stream: str | None = None, start_id: str = "0", batch_size: int = 500,
+                 dead_letter_stream: str | None = None, start_id: str = "0", batch_size: int | None = None,
                  claim_idle_secs: float | None = None, claim_interval_secs: float | None = None,
                  socket_timeout_secs: float = 5.0):
         super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
@@ -110,7 +109,7 @@ class RedisStreamSpout(BrokerSpout):
         self.payload_field = payload_field
         self.dead_letter_stream = dead_letter_stream or f"{stream}:dlq"
         self.start_id = start_id
-        self.batch_size = int(batch_size)
+        self.batch_size = int(batch_size) if batch_size else None
         self.claim_idle_secs = claim_idle_secs
         self.claim_interval_secs = claim_interval_secs
         self.socket_timeout_secs = socket_timeout_secs
@@ -119,10 +118,7 @@ class RedisStreamSpout(BrokerSpout):
     def _source_name(self) -> str:
         return self.stream
 
-    def _secrets(self) -> list[Any]:
-        return [self._url, url_password(self._url.reveal())]
-
-    # -- connection -----------------------------------------------------------------------
+    # -- the spout's side -----------------------------------------------------------------
 
     def _connect(self) -> None:
         if not self.consumer:
@@ -131,286 +127,26 @@ class RedisStreamSpout(BrokerSpout):
                                     else self.message_timeout_secs))
         interval = self.claim_interval_secs
         self._claim_every = interval if interval is not None else min(5.0, max(0.05, self._idle_ms / 4000))
-        self._buffer: deque[Message] = deque()
+        self._field = self.payload_field.encode()
+        # The I/O thread's own bookkeeping (no other thread touches it):
+        self._held: dict[str, Message] = {}  # entries this consumer took and has not acked or dead-lettered
         self._to_ack: list[Message] = []
-        self._ack_lock = threading.Lock()
-        self._read_lock = threading.Lock()
-        self._recover_pending = False
-        self._acks_since = 0.0  # when the oldest ack in _to_ack came
-        self._retry_heap: list[tuple[float, int, Message]] = []
+        self._to_dead: list[tuple[Message, Failure]] = []
+        self._unsure: set[str] = set()  # dead letters whose transaction's reply was lost with the connection
+        self._retry_heap: list[tuple[float, int, Message]] = []  # (due, seq, message)
         self._seq = itertools.count()
         self._next_claim = 0.0  # claim at once: pick up what a dead consumer left
-        self._down_until = 0.0
-        self._backoff = RECONNECT_MIN_SECS
-        self._field = self.payload_field.encode()
+        self._recover_pending = False
         try:
-            self._r = redis.Redis.from_url(self._url.reveal(), socket_timeout=self.socket_timeout_secs,
-                                           socket_connect_timeout=self.socket_timeout_secs,
-                                           client_name=f"squall-{self.component_id}-{self.task_index}")
-            try:
-                self._r.xgroup_create(self.stream, self.group, id=self.start_id, mkstream=True)
-            except redis.exceptions.ResponseError as e:
-                if "BUSYGROUP" not in str(e):
-                    raise
+            self._start_io(self.socket_timeout_secs * 3 + 5)
         except Exception as e:  # noqa: BLE001
             raise ConnectionError(f"cannot open consumer group {self.group!r} on Redis stream {self.stream!r} at "
-                                  f"{self.url}: {scrub(_describe(e), self._secrets())}") from None
-        self._stop = threading.Event()
-        self._io = threading.Thread(target=self._io_main, daemon=True,
-                                    name=f"squall-redis-{self.component_id}-{self.task_index}")
-        self._io.start()
+                                  f"{self.url}: {self._error_text(e)}") from None
         log.info("%s[%d]: consuming stream %r group %r as %r from %s", self.component_id, self.task_index,
                  self.stream, self.group, self.consumer, self.url)
 
-    def _trouble(self, error: BaseException) -> None:
-        """Redis is unreachable: keep every entry as it is (ids stay valid), try again later."""
-        now = time.monotonic()
-        self._down_until = now + self._backoff
-        self._report_later(f"Redis at {self.url} unreachable ({scrub(_describe(error), self._secrets())}); "
-                           f"retrying in {self._backoff:.1f}s")
-        self._backoff = min(RECONNECT_MAX_SECS, self._backoff * 2)
-
-    def _ok(self) -> None:
-        if self._backoff != RECONNECT_MIN_SECS:
-            self.counters.reconnects += 1
-            self._backoff = RECONNECT_MIN_SECS
-
     def _disconnect(self) -> None:
-        if self._r is None:
-            return
-        self._stop.set()
-        self._io.join(self.socket_timeout_secs + 5)
-        try:
-            self._flush_acks()
-        finally:
-            try:
-                self._r.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._r = None
-
-    def deactivate(self) -> None:
-        self._flush_acks()
-
-    # -- reading --------------------------------------------------------------------------
-
-    def _next_message(self) -> Message | None:
-        now = time.monotonic()
-        if now < self._down_until:
-            return None
-        try:
-            if self._to_ack:
-                self._flush_acks(raise_lost=True)
-            if now >= self._next_claim:
-                self._next_claim = now + self._claim_every
-                self._claim_dead()
-            if self._retry_heap and self._retry_heap[0][0] <= now:
-                self._claim_due_retries(now)
-            if self._recover_pending:
-                self._recover_pending = False
-                self._recover()
-        except _LOST as e:
-            self._recover_pending = True
-            self._trouble(e)
-            return None
-        self._ok()
-        return self._buffer.popleft() if self._buffer else None
-
-    def _room(self) -> int:
-        return min(self.batch_size, self._prefetch() - len(self._inflight) - len(self._buffer))
-
-    def _message(self, eid: Any, fields: dict | None, attempts: int) -> Message:
-        eid = _s(eid)
-        fields = fields or {}
-        body = fields.get(self._field)
-        m = Message(eid, body, attempts, handle=fields)
-        return m
-
-    def _claim_due_retries(self, now: float) -> None:
-        due: list[Message] = []
-        while self._retry_heap and self._retry_heap[0][0] <= now and len(due) < CLAIM_COUNT:
-            due.append(heapq.heappop(self._retry_heap)[2])
-        try:
-            claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, [m.id for m in due])
-        except _LOST:
-            for m in due:  # still pending and ours: try again later
-                heapq.heappush(self._retry_heap, (now, next(self._seq), m))
-            raise
-        got = {_s(eid): fields for eid, fields in claimed or () if fields is not None}
-        for m in due:
-            fields = got.get(m.id)
-            if fields is None:
-                self.counters.extra["vanished"] = self.counters.extra.get("vanished", 0) + 1
-                continue  # deleted from the stream meanwhile (XDEL / trimming): nothing to retry
-            self._buffer.append(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
-
-    def _recover(self) -> None:
-        """After a connection error: entries Redis delivered to this consumer whose reply was lost
-        are pending for it but unknown to the spout. Take them back now (XCLAIM to itself)
-        rather than wait for claim_idle. The reader holds _read_lock from its XREADGROUP until
-        the entries are in the buffer, so an entry pending here is known or truly lost."""
-        with self._read_lock:
-            rows = self._r.xpending_range(self.stream, self.group, min="-", max="+",
-                                          count=self._prefetch() + len(self._retry_heap) + 1000,
-                                          consumername=self.consumer)
-            known = self._known()
-            with self._ack_lock:
-                known.update(m.id for m in self._to_ack)
-        lost = {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
-        for eid in known:
-            lost.pop(eid, None)
-        if not lost:
-            return
-        claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost))
-        for eid, fields in claimed or ():
-            if fields is not None:
-                eid = _s(eid)
-                self._buffer.append(self._message(eid, fields, lost[eid] + 1))  # XCLAIM counted a delivery
-        self.counters.extra["recovered"] = self.counters.extra.get("recovered", 0) + len(lost)
-
-    def _known(self) -> set[str]:
-        ids = set(self._inflight)
-        ids.update(m.id for m in list(self._buffer))
-        ids.update(e[2].id for e in self._retry_heap)
-        return ids
-
-    def _claim_dead(self) -> None:
-        """Take over entries idle longer than claim_idle (their consumer is gone)."""
-        cursor = "0-0"
-        known: set[str] | None = None
-        for _ in range(10):  # at most 10 * CLAIM_COUNT entries per claim tick, and only what fits
-            room = min(CLAIM_COUNT, self._prefetch() - len(self._inflight) - len(self._buffer))
-            if room <= 0:
-                break
-            res = self._r.xautoclaim(self.stream, self.group, self.consumer, self._idle_ms, cursor, count=room)
-            cursor, entries = _s(res[0]), res[1]
-            fresh = [(_s(eid), fields) for eid, fields in entries if fields is not None]
-            if fresh:
-                known = self._known() if known is None else known
-                fresh = [(eid, f) for eid, f in fresh if eid not in known]
-            if fresh:
-                counts = self._delivery_counts([eid for eid, _ in fresh])
-                for eid, fields in fresh:
-                    m = self._message(eid, fields, counts.get(eid, 2))
-                    self.counters.extra["claimed"] = self.counters.extra.get("claimed", 0) + 1
-                    if m.attempts > self.max_retries + 1:
-                        self._dead_letter(m, Failure("lost", f"delivered {m.attempts - 1} times without an ack "
-                                                             f"(its consumer died or timed out)", m.attempts))
-                    else:
-                        self._buffer.append(m)
-            if cursor == "0-0":
-                break
-
-    def _delivery_counts(self, ids: list[str]) -> dict[str, int]:
-        lo, hi = min(ids, key=_id_key), max(ids, key=_id_key)
-        rows = self._r.xpending_range(self.stream, self.group, min=lo, max=hi, count=len(ids) + 1000,
-                                      consumername=self.consumer)
-        return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
-
-    def _io_main(self) -> None:
-        """The reader thread, with its own connection: reads new entries (XREADGROUP with a short
-        BLOCK) and decodes them into the buffer while the topology works, never holding more than
-        max.spout.pending; and resets the idle time of entries in flight for a third of
-        claim_idle (XCLAIM ... JUSTID to this consumer), so that no one else claims them while
-        their trees still run, even when next_tuple is not called (at max.spout.pending)."""
-        touch_every = max(0.05, self._idle_ms / 4000)
-        touch_limit = self._idle_ms / 3000
-        next_touch = time.monotonic() + touch_every
-        backoff = RECONNECT_MIN_SECS
-        r = None
-        streams = {self.stream: ">"}
-        while not self._stop.is_set():
-            try:
-                if r is None:
-                    r = redis.Redis.from_url(self._url.reveal(), socket_timeout=self.socket_timeout_secs,
-                                             socket_connect_timeout=self.socket_timeout_secs)
-                now = time.monotonic()
-                if now >= next_touch:
-                    next_touch = now + touch_every
-                    self._touch(r, now, touch_limit)
-                    if self._to_ack and now - self._acks_since > touch_every:
-                        self._flush_acks()  # next_tuple is not being called (deactivated?): ack anyway
-                room = self._room()
-                if room <= 0:
-                    self._stop.wait(ROOM_WAIT_SECS)
-                    continue
-                with self._read_lock:  # see _recover
-                    res = r.xreadgroup(self.group, self.consumer, streams, count=room, block=READ_BLOCK_MS)
-                    for _stream, entries in res or ():
-                        for eid, fields in entries:
-                            m = self._message(eid, fields, 1)
-                            self.decode(m)
-                            self._buffer.append(m)
-                backoff = RECONNECT_MIN_SECS
-            except Exception as e:  # noqa: BLE001 - report, back off, go on
-                self._recover_pending = True  # the reply of a read may have been lost with the connection
-                self._report_later(f"reading Redis stream {self.stream!r} at {self.url} failed "
-                                   f"({scrub(_describe(e), self._secrets())}); retrying in {backoff:.1f}s")
-                if r is not None:
-                    r.close()
-                    r = None
-                self._stop.wait(backoff)
-                backoff = min(RECONNECT_MAX_SECS, backoff * 2)
-        if r is not None:
-            r.close()
-
-    def _touch(self, r: Any, now: float, limit: float) -> None:
-        try:
-            ids = [m.id for m in list(self._inflight.values()) if now - m.emitted_at > limit]
-        except RuntimeError:  # the dict changed while copied: next round
-            return
-        for i in range(0, len(ids), CLAIM_COUNT):
-            r.xclaim(self.stream, self.group, self.consumer, 0, ids[i:i + CLAIM_COUNT], justid=True)
-        if ids:
-            self.counters.extra["touched"] = self.counters.extra.get("touched", 0) + len(ids)
-
-    # -- acks, retries, dead letters ----------------------------------------------------------
-
-    def _ack_message(self, m: Message) -> None:
-        with self._ack_lock:
-            if not self._to_ack:
-                self._acks_since = time.monotonic()
-            self._to_ack.append(m)
-        if len(self._to_ack) >= ACK_FLUSH_AT:
-            self._flush_acks()
-
-    def _flush_acks(self, raise_lost: bool = False) -> None:
-        """XACK what was acked. Usually on the wave's thread; deactivate (called from elsewhere)
-        and the reader thread (for acks waiting long, e.g. while deactivated) flush too: hence
-        the lock."""
-        with self._ack_lock:
-            self._flush_acks_locked(raise_lost)
-
-    def _flush_acks_locked(self, raise_lost: bool) -> None:
-        while self._to_ack and self._r is not None:
-            chunk = self._to_ack[:ACK_FLUSH_AT]
-            try:
-                self._r.xack(self.stream, self.group, *[m.id for m in chunk])
-            except _LOST as e:
-                if raise_lost:
-                    raise
-                self._trouble(e)
-                return
-            del self._to_ack[:len(chunk)]
-            for m in chunk:
-                self._acked(m)
-
-    def _retry_message(self, m: Message, failure: Failure) -> None:
-        heapq.heappush(self._retry_heap, (time.monotonic() + self.retry_delay_secs, next(self._seq), m))
-
-    def _dead_letter(self, m: Message, failure: Failure) -> None:
-        fields = {k: v for k, v in (m.handle or {}).items()}
-        fields.update({k.encode(): v.encode() for k, v in failure.fields(self.stream, m.id).items()})
-        try:
-            pipe = self._r.pipeline(transaction=True)
-            pipe.xadd(self.dead_letter_stream, fields)
-            pipe.xack(self.stream, self.group, m.id)
-            pipe.execute()
-        except _LOST as e:
-            # Still pending at the source: claimed again later, and dead-lettered then.
-            self._trouble(e)
-            return
-        self._dead_lettered(m, failure)
+        self._stop_io(self.socket_timeout_secs + 5)
 
     def _meta(self, m: Message) -> dict[str, Any]:
         return {"id": m.id, "attempts": m.attempts, "source": self.stream,
@@ -420,12 +156,244 @@ class RedisStreamSpout(BrokerSpout):
         names = sorted(_s(k) for k in (m.handle or {}))
         return f"entry has no field {self.payload_field!r} (its fields: {names})"
 
+    # -- the I/O thread: connection -------------------------------------------------------------
+
+    def _io_connect(self) -> None:
+        r = redis.Redis.from_url(self._url.reveal(), socket_timeout=self.socket_timeout_secs,
+                                 socket_connect_timeout=self.socket_timeout_secs, single_connection_client=True,
+                                 client_name=f"squall-{self.component_id}-{self.task_index}")
+        try:
+            r.xgroup_create(self.stream, self.group, id=self.start_id, mkstream=True)
+        except redis.exceptions.ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                _close_quietly(r)
+                raise
+        except Exception:
+            _close_quietly(r)
+            raise
+        self._r = r
+
+    def _io_lost(self, error: BaseException) -> None:
+        self._recover_pending = True  # the reply of a read may have been lost with the connection
+        super()._io_lost(error)
+
+    def _io_close(self) -> None:
+        r, self._r = self._r, None
+        _close_quietly(r)
+
+    def _io_serve(self) -> None:
+        """Read ahead, settle what the spout handed over, take back what needs taking, and keep
+        what is held from being claimed by others, until closed. Reading comes first: a spout
+        with an empty buffer makes small waves, while acks can wait a moment."""
+        touch_every = max(0.05, self._idle_ms / 4000)
+        touch_limit = self._idle_ms / 3000
+        next_touch = time.monotonic() + touch_every
+        while not self._closing:
+            now = time.monotonic()
+            if self._recover_pending:
+                self._recover()
+                self._recover_pending = False
+            if now >= self._next_claim:
+                self._next_claim = now + self._claim_every
+                self._claim_dead()
+            if self._retry_heap and self._retry_heap[0][0] <= now:
+                self._claim_due_retries(now)
+            if now >= next_touch:
+                next_touch = now + touch_every
+                self._touch(now, touch_limit)
+            self._read(now)
+            self._settle(ACK_CHUNK)
+        self._settle(None)  # closing: the last acks and dead letters
+
+    # -- the I/O thread: reading ----------------------------------------------------------------
+
+    def _free(self) -> int:
+        """How many more entries the spout may take: max.spout.pending less what it holds (taken
+        and not yet acked at Redis, or dead-lettered; a failed entry waiting for its retry is not
+        held by the topology). Counted here, on the I/O thread, so never more than there is."""
+        return self._prefetch() - len(self._held) + len(self._retry_heap)
+
+    def _read(self, now: float) -> None:
+        """Read new entries, as many as the spout has room for (up to batch_size). While acks come
+        back (freeing room), wait until a quarter of max.spout.pending is free and read that in
+        one go: many small reads make many small waves."""
+        busy = bool(self._actions or self._to_ack or self._to_dead)
+        free = self._free()
+        count = min(self.batch_size or free, free)
+        if count <= 0 or (busy and free < max(1, self._prefetch() // 4)):
+            if not busy:
+                self._stop.wait(ROOM_WAIT_SECS)
+            return
+        if busy:
+            block = None  # there is settling to do: do not wait here
+        else:
+            block = ACK_WAIT_MS if self._inflight else READ_BLOCK_MS
+            if self._retry_heap:
+                block = min(block, max(1, int((self._retry_heap[0][0] - now) * 1000)))
+        res = self._r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block)
+        self._hand_over([self._message(eid, fields, 1) for _stream, entries in res or () for eid, fields in entries])
+
+    def _message(self, eid: Any, fields: dict | None, attempts: int) -> Message:
+        fields = fields or {}
+        return Message(_s(eid), fields.get(self._field), attempts, handle=fields)
+
+    def _hand_over(self, messages: list[Message]) -> None:
+        """Decode here, off the wave's path, and give the spout all of a reply at once (so that a
+        wave does not end in the middle of it)."""
+        now = time.monotonic()
+        for m in messages:
+            self.decode(m)
+            m.touched_at = now
+            self._held[m.id] = m
+        self._incoming.extend(messages)
+
+    def _claim_due_retries(self, now: float) -> None:
+        heap, due = self._retry_heap, []
+        while heap and heap[0][0] <= now and len(due) < CLAIM_COUNT:
+            due.append(heapq.heappop(heap)[2])
+        try:
+            claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, [m.id for m in due])
+        except Exception:
+            for m in due:  # still pending and ours: try again later
+                heapq.heappush(heap, (now, next(self._seq), m))
+            raise
+        got = {_s(eid): fields for eid, fields in claimed or () if fields is not None}
+        back = []
+        for m in due:
+            fields = got.get(m.id)
+            if fields is None:  # deleted from the stream meanwhile (XDEL / trimming): nothing to retry
+                self._held.pop(m.id, None)
+                self.counters.add("vanished")
+                continue
+            back.append(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
+        self._hand_over(back)
+
+    def _recover(self) -> None:
+        """After a connection error: entries Redis delivered to this consumer whose reply was lost
+        are pending for it but unknown to the spout. Take them back now (XCLAIM to itself)
+        rather than wait for claim_idle."""
+        rows = self._r.xpending_range(self.stream, self.group, min="-", max="+",
+                                      count=len(self._held) + self._prefetch() + 1000, consumername=self.consumer)
+        lost = {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        for eid in self._held:
+            lost.pop(eid, None)
+        if not lost:
+            return
+        claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost))
+        self._hand_over([self._message(eid, fields, lost[_s(eid)] + 1)  # XCLAIM counted a delivery
+                         for eid, fields in claimed or () if fields is not None])
+        self.counters.add("recovered", len(lost))
+
+    def _claim_dead(self) -> None:
+        """Take over entries idle longer than claim_idle (their consumer is gone)."""
+        cursor = "0-0"
+        for _ in range(10):  # at most 10 * CLAIM_COUNT entries per claim tick, and only what fits
+            room = min(CLAIM_COUNT, self._free())
+            if room <= 0:
+                break
+            res = self._r.xautoclaim(self.stream, self.group, self.consumer, self._idle_ms, cursor, count=room)
+            cursor = _s(res[0])
+            fresh = [(_s(eid), fields) for eid, fields in res[1] if fields is not None and _s(eid) not in self._held]
+            if fresh:
+                self._take_over(fresh)
+            if cursor == "0-0":
+                break
+
+    def _take_over(self, entries: list[tuple[str, dict]]) -> None:
+        counts = self._delivery_counts([eid for eid, _ in entries])
+        back = []
+        for eid, fields in entries:
+            m = self._message(eid, fields, counts.get(eid, 2))
+            self.counters.add("claimed")
+            if m.attempts > self.max_retries + 1:
+                self._held[m.id] = m
+                self._to_dead.append((m, Failure("lost", f"delivered {m.attempts - 1} times without an ack "
+                                                         f"(its consumer died or timed out)", m.attempts)))
+            else:
+                back.append(m)
+        self._hand_over(back)
+
+    def _delivery_counts(self, ids: list[str]) -> dict[str, int]:
+        lo, hi = min(ids, key=_id_key), max(ids, key=_id_key)
+        rows = self._r.xpending_range(self.stream, self.group, min=lo, max=hi, count=len(ids) + 1000,
+                                      consumername=self.consumer)
+        return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+
+    def _touch(self, now: float, limit: float) -> None:
+        """Reset the idle time of what this consumer holds (XCLAIM ... JUSTID to itself), so that
+        no one else claims it while its tree still runs, even when next_tuple is not called."""
+        ids = []
+        for m in self._held.values():
+            if now - m.touched_at > limit:
+                m.touched_at = now
+                ids.append(m.id)
+        for i in range(0, len(ids), CLAIM_COUNT):
+            self._r.xclaim(self.stream, self.group, self.consumer, 0, ids[i:i + CLAIM_COUNT], justid=True)
+        if ids:
+            self.counters.add("touched", len(ids))
+
+    # -- the I/O thread: acks, retries, dead letters -----------------------------------------------
+
+    def _settle(self, max_acks: int | None) -> None:
+        """Take the actions the spout handed over, then send the dead letters and (up to
+        `max_acks`, None: all) acks waiting. What a lost connection interrupts stays waiting, and
+        is sent after the reconnect."""
+        actions = self._actions
+        while actions:
+            kind, m, failure = actions.popleft()
+            if kind == "ack":
+                self._to_ack.append(m)
+            elif kind == self.RETRY_ACTION:  # stays pending; claimed back when due
+                heapq.heappush(self._retry_heap, (time.monotonic() + self.retry_delay_secs, next(self._seq), m))
+            else:
+                self._to_dead.append((m, failure))
+        held, done = self._held, self._done
+        while self._to_dead:
+            m, failure = self._to_dead[0]
+            if self._send_dead_letter(m, failure):
+                done.append((DEAD, m, failure))
+            del self._to_dead[0]
+            held.pop(m.id, None)
+        to_ack, sent = self._to_ack, 0
+        while to_ack and (max_acks is None or sent < max_acks):
+            chunk = to_ack[:ACK_CHUNK]
+            self._r.xack(self.stream, self.group, *[m.id for m in chunk])
+            del to_ack[:len(chunk)]
+            sent += len(chunk)
+            for m in chunk:
+                held.pop(m.id, None)
+                done.append((ACKED, m, None))
+
+    def _send_dead_letter(self, m: Message, failure: Failure) -> bool:
+        """XADD to the dead-letter stream and XACK at the source, in one transaction. If an
+        earlier try's reply was lost with the connection and the entry is no longer pending,
+        that try went through: it is not sent twice."""
+        if m.id in self._unsure and not self._r.xpending_range(self.stream, self.group, min=m.id, max=m.id, count=1):
+            self._unsure.discard(m.id)
+            return True
+        fields = dict(m.handle or {})
+        fields.update({k.encode(): v.encode() for k, v in failure.fields(self.stream, m.id).items()})
+        pipe = self._r.pipeline(transaction=True)
+        pipe.xadd(self.dead_letter_stream, fields)
+        pipe.xack(self.stream, self.group, m.id)
+        self._unsure.add(m.id)
+        try:
+            pipe.execute()
+        except redis.exceptions.ResponseError as e:  # refused by Redis (not a lost connection): report it
+            self._unsure.discard(m.id)
+            self._done.append((REPORT, f"dead-lettering entry {m.id} to {self.dead_letter_stream!r} failed: "
+                                       f"{self._error_text(e)}", None))
+            return False
+        self._unsure.discard(m.id)
+        return True
+
 
 def _id_key(eid: str) -> tuple[int, int]:
     ms, _, seq = eid.partition("-")
     return int(ms), int(seq or 0)
 
 
-def _describe(e: BaseException) -> str:
-    text = str(e)
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+def _close_quietly(r: Any) -> None:
+    if r is not None:
+        with contextlib.suppress(Exception):  # closing a broken connection may fail; nothing to do
+            r.close()

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from squall.connectors.base import DecodeError, Scheme, redact_url
+from squall.connectors.schemes import DecodeError, Scheme
+from squall.connectors.settings import redact_url
 from squall.trident.spouts import TransactionalSpout
 
 log = logging.getLogger("squall.connectors")
@@ -111,9 +112,10 @@ class JetStreamTransactionalSpout(TransactionalSpout):
         if self._io is None:
             import nats  # noqa: PLC0415
 
-            from squall.connectors.nats_jetstream import _EventLoopThread, nats_servers  # noqa: PLC0415
+            from squall.connectors.event_loop import EventLoopThread  # noqa: PLC0415
+            from squall.connectors.nats_jetstream import nats_servers  # noqa: PLC0415
 
-            loop = _EventLoopThread("squall-jetstream-trident")
+            loop = EventLoopThread("squall-jetstream-trident")
             nc = loop.call(nats.connect(nats_servers(self.url).reveal()), 15)
             self._io = (loop, nc, nc.jetstream())
         return self._io

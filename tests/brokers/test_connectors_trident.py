@@ -10,7 +10,7 @@ import uuid
 from squall import LocalCluster
 from squall.connectors.trident_spouts import JetStreamTransactionalSpout, RedisStreamTransactionalSpout
 from squall.trident import BaseFunction, Count, MemoryMapState, TridentTopology
-from tests.support.connector_helpers import need_nats, need_redis
+from tests.support.broker_services import need_nats, need_redis
 from tests.support.trident_helpers import FailFirstTime
 
 

@@ -1,0 +1,69 @@
+"""Connecting to NATS for a spout: the servers and credentials from the spout's settings, a
+first connection bounded in time (nats-py retries a first connection forever when reconnects
+are unlimited, as a spout wants them once connected), and an immediate, clear failure when the
+server refuses the credentials (trying again would not help)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+
+from squall.connectors.settings import Secret, describe_error
+
+RECONNECT_WAIT_SECS = 0.5
+
+
+async def connect(servers: Secret, name: str, timeout_secs: float, *, user: str | None = None,
+                  password: Secret | None = None, token: Secret | None = None, creds: str | None = None,
+                  error_cb: Callable[[Exception], Awaitable[None]] | None = None,
+                  disconnected_cb: Callable[[], Awaitable[None]] | None = None,
+                  reconnected_cb: Callable[[], Awaitable[None]] | None = None) -> Any:
+    """A connected nats-py client that reconnects forever; ConnectionError if no server answers
+    within 2 * `timeout_secs`, or at once if the server refuses the credentials. The error texts
+    may hold secrets the server echoed: callers scrub them."""
+    state: dict[str, Any] = {"connected": False, "last": None, "refusal": None}
+    refused = asyncio.Event()
+
+    async def on_error(e: Exception) -> None:
+        state["last"] = e
+        if not state["connected"] and "authorization violation" in str(e).lower():
+            state["refusal"] = e
+            refused.set()
+        if error_cb is not None:
+            await error_cb(e)
+
+    opts: dict[str, Any] = {
+        "servers": [s.strip() for s in (servers.reveal() or "").split(",") if s.strip()],
+        "name": name, "connect_timeout": timeout_secs, "allow_reconnect": True, "max_reconnect_attempts": -1,
+        "reconnect_time_wait": RECONNECT_WAIT_SECS, "error_cb": on_error,
+    }
+    if disconnected_cb is not None:
+        opts["disconnected_cb"] = disconnected_cb
+    if reconnected_cb is not None:
+        opts["reconnected_cb"] = reconnected_cb
+    if user:
+        opts["user"] = user
+        opts["password"] = password.reveal() if password else None
+    if token:
+        opts["token"] = token.reveal()
+    if creds:
+        opts["user_credentials"] = creds
+    connecting = asyncio.ensure_future(nats.connect(**opts))
+    waiting = asyncio.ensure_future(refused.wait())
+    limit = timeout_secs * 2
+    done, _ = await asyncio.wait({connecting, waiting}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if connecting in done:
+        state["connected"] = True
+        return connecting.result()
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    if refused.is_set():
+        raise ConnectionError(f"the NATS server refused the credentials ({describe_error(state['refusal'])})")
+    why = describe_error(state["last"]) if state["last"] is not None else None
+    raise ConnectionError(f"no NATS server answered within {limit:g}s" + (f" (last error: {why})" if why else ""))

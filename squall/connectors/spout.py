@@ -1,0 +1,242 @@
+"""The queue spout every broker connector is built on: what to emit, and what to do at the
+broker when a tuple tree is acked or failed.
+
+The model is Storm's reliable queue spout. A spout takes a message off the broker without
+removing it, emits it with the broker's id as msg id, and when the tuple tree is acked it acks
+the message at the broker; when the tree fails the message is retried, and after `max_retries`
+retries it goes to a dead-letter target on the same broker with the reason, and is acked at the
+source. A payload that the declared scheme cannot decode is never emitted: it goes straight to
+the dead-letter target with a `decode` reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall.api.components import Spout
+from squall.connectors.dead_letters import Failure
+from squall.connectors.schemes import DecodeError, Scheme, preview
+from squall.connectors.settings import Secret, describe_error, url_password
+
+log = logging.getLogger("squall.connectors")
+
+MAX_BAD_PER_CALL = 256  # undecodable messages dead-lettered in one next_tuple call, at most
+MAX_RETRIES_KEY = "squall.max.replays"  # Config.SQUALL_MAX_REPLAYS: the default of max_retries
+
+
+class Message:
+    """One message taken from a broker: its id there, payload, which delivery this is (1 = the
+    first) and the broker's own handle for acking it."""
+
+    __slots__ = ("id", "body", "attempts", "handle", "headers", "emitted_at", "touched_at", "value", "decoded",
+                 "error")
+
+    def __init__(self, id: Any, body: bytes, attempts: int = 1, handle: Any = None,  # noqa: A002
+                 headers: dict | None = None):
+        self.id = id
+        self.body = body
+        self.attempts = attempts
+        self.handle = handle
+        self.headers = headers
+        self.emitted_at = 0.0
+        self.touched_at = 0.0
+        self.value: Any = None
+        self.decoded = False
+        self.error: str | None = None  # why the payload does not decode
+
+    def __repr__(self) -> str:
+        return f"Message(id={self.id!r}, attempts={self.attempts}, body={preview(self.body or b'')})"
+
+
+@dataclass
+class SpoutCounters:
+    emitted: int = 0
+    acked: int = 0  # acks done at the broker (final acks)
+    failed: int = 0  # trees failed (each later retried or dead-lettered)
+    retried: int = 0
+    dead_lettered: int = 0
+    decode_errors: int = 0
+    stale: int = 0  # ack/fail of a msg id the spout no longer holds (e.g. after a reconnect)
+    reconnects: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d.update(self.extra)
+        return d
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Count something a connector of its own tracks (claimed, touched, ...) in `extra`."""
+        self.extra[name] = self.extra.get(name, 0) + n
+
+
+class BrokerSpout(Spout):
+    """The queue spout all three brokers share; a subclass talks to its broker.
+
+    Emits `fields` (default `["message"]`): the decoded payload, and when `meta_field` is set,
+    one more value: a dict with the message's broker id, `attempts` and broker details.
+
+    Subclasses implement `_connect()`, `_next_message() -> Message | None`, `_ack_message(m)`,
+    `_retry_message(m, failure)`, `_dead_letter(m, failure)` and `_disconnect()`; they call
+    `_acked(m)` / `_dead_lettered(m, failure)` once the broker has taken the ack / dead letter.
+    """
+
+    _url: Secret | None = None  # the connection URL, for a connector that has one
+    url = ""  # the URL to show: redacted
+    default_prefetch = 1000
+
+    def __init__(self, scheme: str | Callable[[bytes], Any] = "string", fields: Iterable[str] = ("message",),
+                 meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0):
+        self.scheme = Scheme(scheme)
+        self.fields = list(fields)
+        if len(self.fields) != 1:
+            raise ValueError(f"fields must name the one payload field, got {self.fields}")
+        self.meta_field = meta_field
+        if max_retries is not None and max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.max_retries = max_retries
+        if retry_delay_secs < 0:
+            raise ValueError(f"retry_delay_secs must be >= 0, got {retry_delay_secs}")
+        self.retry_delay_secs = float(retry_delay_secs)
+        self._inflight: dict[Any, Message] = {}
+        self.counters = SpoutCounters()
+
+    # -- Storm's spout interface ----------------------------------------------------------
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(self.fields + ([self.meta_field] if self.meta_field else []))
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self._collector = collector
+        self._context = context
+        self.task_index = getattr(context, "this_task_index", 0)
+        self.component_id = getattr(context, "this_component_id", "spout")
+        if self.max_retries is None:
+            self.max_retries = int(conf.get(MAX_RETRIES_KEY, 5))
+        self.message_timeout_secs = float(conf.get("topology.message.timeout.secs") or 30)
+        mp = conf.get("topology.max.spout.pending")
+        self.max_spout_pending = int(mp) if mp else None
+        self._inflight = {}
+        self.counters = SpoutCounters()
+        self._connect()
+
+    def next_tuple(self) -> None:
+        for _ in range(MAX_BAD_PER_CALL):
+            m = self._next_message()
+            if m is None:
+                return
+            if not m.decoded:
+                self.decode(m)
+            if m.error is not None:
+                self.counters.decode_errors += 1
+                self._report(f"message {m.id} from {self._source_name()} does not decode as {self.scheme.name}, "
+                             f"sent to the dead letters: {m.error}")
+                self._dead_letter(m, Failure("decode", m.error, m.attempts))
+                continue
+            now = time.monotonic()
+            m.emitted_at = m.touched_at = now
+            self._inflight[m.id] = m
+            values = [m.value, self._meta(m)] if self.meta_field else [m.value]
+            self._collector.emit(values, msg_id=m.id)
+            self.counters.emitted += 1
+            return
+
+    def ack(self, msg_id: Any) -> None:
+        m = self._inflight.pop(msg_id, None)
+        if m is None:
+            self.counters.stale += 1
+            return
+        self._ack_message(m)
+
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        m = self._inflight.pop(msg_id, None)
+        if m is None:
+            self.counters.stale += 1
+            return
+        self.counters.failed += 1
+        failure = Failure.from_reason(reason, m.attempts)
+        if m.attempts > self.max_retries:
+            self._dead_letter(m, failure)
+        else:
+            self.counters.retried += 1
+            self._retry_message(m, failure)
+
+    def close(self) -> None:
+        self._disconnect()
+
+    def decode(self, m: Message) -> None:
+        """Decode `m.body` by the scheme into `m.value`, or set `m.error` (safe on any thread:
+        connectors decode on their I/O thread, off the wave's path)."""
+        try:
+            if m.body is None:
+                raise DecodeError(self._no_payload(m))
+            m.value = self.scheme.decode(m.body)
+        except DecodeError as e:
+            m.error = str(e)
+        m.decoded = True
+
+    # -- hooks: subclasses of a connector (and tests) may override these -------------------
+
+    def on_acked(self, message: Message) -> None:
+        """Called once the broker has taken the final ack of `message`, on the thread that runs
+        the topology's waves (the one that calls ack and fail)."""
+
+    def on_dead_lettered(self, message: Message, failure: Failure) -> None:
+        """Called once `message` is in the dead-letter target and acked at its source (same
+        thread as on_acked)."""
+
+    # -- for subclasses ---------------------------------------------------------------------
+
+    def _acked(self, m: Message) -> None:
+        self.counters.acked += 1
+        self.on_acked(m)
+
+    def _dead_lettered(self, m: Message, failure: Failure) -> None:
+        self.counters.dead_lettered += 1
+        log.warning("%s: dead-lettered %s from %s: %s", self.component_id, m.id, self._source_name(), failure)
+        self.on_dead_lettered(m, failure)
+
+    def _report(self, error: BaseException | str) -> None:
+        collector = getattr(self, "_collector", None)
+        if collector is not None:
+            try:
+                collector.report_error(error)
+                return
+            except Exception:  # noqa: BLE001 - reporting must never take the spout down
+                pass
+        log.warning("%s: %s", getattr(self, "component_id", "spout"), error)
+
+    def _secrets(self) -> list[Any]:
+        """Every secret this connector holds, to scrub from error texts."""
+        if self._url is None:
+            return []
+        return [self._url, url_password(self._url.reveal())]
+
+    def _error_text(self, error: BaseException) -> str:
+        """The error as "Type: text", safe to show: without this connector's secrets."""
+        return describe_error(error, self._secrets())
+
+    def _meta(self, m: Message) -> dict[str, Any]:
+        return {"id": m.id, "attempts": m.attempts, "source": self._source_name()}
+
+    def _source_name(self) -> str:
+        return "?"
+
+    def _no_payload(self, m: Message) -> str:
+        return "message has no payload"
+
+    def _prefetch(self) -> int:
+        """How many messages the spout may hold unacked: max.spout.pending, else a default."""
+        return self.max_spout_pending or self.default_prefetch
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    # Do not show passwords: connectors keep them as Secret and their repr shows no URL secret.
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._source_name()!r})"

@@ -1,0 +1,75 @@
+"""The worker process of the broker kill tests, and how a test starts it and reads what it did.
+
+Run as a script it is that worker:
+
+    python tests/support/broker_kill_worker.py {rabbitmq|redis|nats} NAME OUTFILE [--delay-ms N]
+
+It consumes NAME (a queue; a stream with group "squall-kill"; a stream with durable
+"squall-kill") on the local engine and appends each processed message id to OUTFILE, one line
+each, flushed per line, until SIGTERM (then it closes its topology: the last acks go out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+if __name__ == "__main__":  # as a script: import squall and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from squall import Config, LocalCluster, TopologyBuilder
+from tests.support.broker_admins import BROKERS, KILL_GROUP, broker_spout
+from tests.support.broker_services import ROOT
+from tests.support.broker_topology import FileSink, FlakyParse
+
+KILL_TIMEOUT_SECS = 3
+MAX_PENDING = 100
+
+
+def start_worker(broker: str, name: str, out: Path, delay_ms: float = 1.0) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open(f"{out}.stderr", "ab") as err:  # the worker's stderr, for the test's failure message
+        return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), broker, name, str(out),
+                                 "--delay-ms", str(delay_ms)], env=env, cwd=str(ROOT),
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def read_ids(path: Path) -> Counter:
+    if not path.exists():
+        return Counter()
+    with open(path) as f:
+        return Counter(int(line) for line in f if line.strip())
+
+
+def worker_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="broker_kill_worker.py")
+    p.add_argument("broker", choices=BROKERS)
+    p.add_argument("name")
+    p.add_argument("out")
+    p.add_argument("--delay-ms", type=float, default=1.0)
+    args = p.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    spout = broker_spout(args.broker, args.name, KILL_GROUP, scheme="json", retry_delay_secs=0.2)
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("parse", FlakyParse(0.0)).shuffle_grouping("src")
+    b.set_bolt("sink", FileSink(args.out, args.delay_ms)).shuffle_grouping("parse")
+    conf = Config()
+    conf.set_message_timeout_secs(KILL_TIMEOUT_SECS)
+    conf.set_max_spout_pending(MAX_PENDING)
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("kill-test", conf, b.create_topology())
+        while not stop.wait(0.2):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))
