@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from squall.trident.state.postgres import default_dsn
-from tests.support.connector_helpers import need_service
+from tests.support.broker_services import need_service
 from tests.support.trident_helpers import write_corpus
 from tests.support.trident_kill_job import factory
 
