@@ -4,11 +4,13 @@ Each topological level of bolts is one stage, with one partition per bolt task o
 Stage 1 runs over the previous wave's cached level-1 output (which holds each task's carried
 instance), with this wave's spout output in its closure. Every later stage reads one shuffle
 (records keyed by destination partition) from the level before, unioned partition by
-partition with its own cached state: a task's instance never leaves its partition. Each
-level's output is persisted (it carries the instances to the next wave). Ack messages, folded
-per root in every partition, travel on with the data; after the last level they are shuffled
-by `root % ackers` and folded again there; only those rows, failures and small reports reach
-the driver.
+partition with its own cached output of the last wave (whose State it takes): a task's
+instance never leaves its partition. Each level's output is persisted (it carries the
+instances to the next wave). Batches travel pickled once, as bytes (engine/sealing.py). Ack
+messages, folded per root in every partition, travel on with the data; with one acker the
+driver collects the last level's rows and folds them; with more, they are shuffled by
+`root % ackers` and folded there first. Only those rows, failures and small reports reach the
+driver.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.wave import WaveLost, WaveOutput, add_captured
+from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
 
 log = logging.getLogger("squall")
@@ -102,7 +105,7 @@ class SparkExecutor:
             per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(dumps(batch))
         spout_in = {}
         for p1, dests in per_part.items():
-            recs = [Inputs(b) if lv == 1 else Forward(lv, p, b) for (lv, p), b in dests.items()]
+            recs = [Inputs(wave, b) if lv == 1 else Forward(wave, lv, p, b) for (lv, p), b in dests.items()]
             spout_in[p1] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
         sc = self.sc
         sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
@@ -117,16 +120,19 @@ class SparkExecutor:
             else:
                 part_fn = worker.LEVEL_PARTITIONERS[level - 1]
                 shuffled = outs[-1].mapPartitions(worker.not_state).partitionBy(layout.width(level), part_fn)
-                if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union
-                    shuffled = shuffled.union(prev[level - 1].mapPartitions(worker.only_state,
-                                                                            preservesPartitioning=True))
+                if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
+                    # level takes its State from the cached side and leaves the rest (records carry their wave)
+                    shuffled = shuffled.union(prev[level - 1])
                 out = shuffled.mapPartitionsWithIndex(fn, preservesPartitioning=True)
             out.persist()
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
-                .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce))
+        if self.ackers == 1:  # the driver folds the last level's rows itself: no acker stage (one less per wave)
+            acks = outs[-1].mapPartitions(worker.to_driver)
+        else:
+            acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
+                    .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce))
         try:
             rows = acks.collect()
         except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
@@ -156,8 +162,7 @@ class SparkExecutor:
                 if rec.captured:
                     add_captured(out.captured, rec.component, rec.task, rec.captured)
         if roots:
-            out.ack_roots = np.concatenate(roots)
-            out.ack_vals = np.concatenate(vals)
+            out.ack_roots, out.ack_vals = combine(np.concatenate(roots), np.concatenate(vals))
         return out
 
     def stop(self) -> None:

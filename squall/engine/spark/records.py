@@ -1,6 +1,9 @@
 """The records that travel between the partitions of a wave's stages (and to the driver).
 
 A stage's output is (destination partition, record) pairs; the record's type says what it is.
+Every record carries the wave it belongs to: a level's cached output (the carried State, and
+what that wave sent on) is read again, whole, by the same level in the next wave, which takes
+its State and ignores the rest, without a separate pass to split them.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from squall.engine.task_result import Counters
 class Inputs(NamedTuple):
     """Input batches (each a pickled TupleBatch) for the destination task (of the next level)."""
 
+    wave: int
     batches: list
 
 
 class Forward(NamedTuple):
     """Input (pickled TupleBatches) for task `partition` of a later `level`, passed on level by level."""
 
+    wave: int
     level: int
     partition: int
     batches: list
@@ -36,6 +41,7 @@ class State(NamedTuple):
 class Acks(NamedTuple):
     """Ack messages, already folded per root."""
 
+    wave: int
     roots: np.ndarray
     xors: np.ndarray
 
@@ -43,6 +49,7 @@ class Acks(NamedTuple):
 class Fails(NamedTuple):
     """Failed roots and why."""
 
+    wave: int
     roots: list[int]
     reasons: list
 
@@ -50,6 +57,7 @@ class Fails(NamedTuple):
 class Report(NamedTuple):
     """A task's counters, errors and (in tests) captured emits for the wave."""
 
+    wave: int
     component: str
     task: int
     counters: Counters

@@ -97,7 +97,8 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
     level before, unioned (partition by partition, no shuffle) with their cached state."""
 
     def run(p: int, it: Iterable) -> Iterator[tuple[int, tuple]]:
-        records = [r for _, r in it if level > 1 or type(r) is State]
+        # the cached side (last wave's output of this level) gives its State; the rest is last wave's
+        records = [r for _, r in it if type(r) is State or r.wave == wave]
         if level == 1 and spout_in and p in spout_in:
             records.extend(pickle.loads(spout_in[p]))
         return _run_partition(uid, _setup(uid, blob), wave, level, p, records)
@@ -142,23 +143,23 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         roots.extend(res.ack_roots)
         vals.extend(res.ack_vals)
         if res.fail_roots:
-            other.append(Fails(res.fail_roots, res.fail_reasons))
+            other.append(Fails(wave, res.fail_roots, res.fail_reasons))
         if res.executed or res.errors or res.captured:
             captured = portable_captured(res.captured) if res.captured else res.captured
-            other.append(Report(res.component, res.task, res.counters, res.errors, captured))
+            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured))
         state = State(wave, task.snapshot(cloudpickle.dumps))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     yield p, state  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():
         if dest_level == level + 1:
-            yield dest_p, Inputs(batches)
+            yield dest_p, Inputs(wave, batches)
         else:  # a later level: through the next level's partitions, level by level
-            yield dest_p % nxt, Forward(dest_level, dest_p, batches)
+            yield dest_p % nxt, Forward(wave, dest_level, dest_p, batches)
     # Acks and reports travel on with the data, to the next level, then to the ackers.
     to = p % nxt if nxt else p
     if roots:
         r, v = combine(np.concatenate(roots), np.concatenate(vals))  # fold per root before the shuffle
-        yield to, Acks(r, v)
+        yield to, Acks(wave, r, v)
     for rec in other:
         yield to, rec
 
@@ -167,8 +168,10 @@ def not_state(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
     return (kr for kr in it if type(kr[1]) is not State)
 
 
-def only_state(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
-    return (kr for kr in it if type(kr[1]) is State)
+def to_driver(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple]:
+    """With one acker, the last level's acks (folded per partition), failures and reports go
+    straight to the driver, which folds them across partitions: no acker stage."""
+    return (rec for _, rec in it if type(rec) is not State)
 
 
 def to_ackers(ackers: int) -> Any:
@@ -185,7 +188,7 @@ def to_ackers(ackers: int) -> Any:
                 for a in range(ackers):
                     m = part == a
                     if m.any():
-                        yield a, Acks(rec.roots[m], rec.xors[m])
+                        yield a, Acks(rec.wave, rec.roots[m], rec.xors[m])
             elif kind is Fails or kind is Report:
                 yield 0, rec
 
@@ -194,8 +197,9 @@ def to_ackers(ackers: int) -> Any:
 
 def acker_reduce(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple]:
     """One acker partition: fold every ack message per root; one row per root goes to the driver."""
-    roots, vals, other = [], [], []
+    roots, vals, other, wave = [], [], [], 0
     for _, rec in it:
+        wave = rec.wave
         if type(rec) is Acks:
             roots.append(rec.roots)
             vals.append(rec.xors)
@@ -203,5 +207,5 @@ def acker_reduce(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple]:
             other.append(rec)
     if roots:
         r, v = combine(np.concatenate(roots), np.concatenate(vals))
-        yield Acks(r, v)
+        yield Acks(wave, r, v)
     yield from other
