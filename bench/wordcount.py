@@ -7,6 +7,8 @@ of `executed` (a sentence and each of its words count as one bolt-tuple each) be
 and the last wave end of the measured window (whole waves only; the window runs on until those
 two wave ends are `--seconds` apart), divided by the time between them. Complete latency p50/p99
 are the spout's, over the measured window only (the warm-up's slow first waves are left out).
+Then (unless `--rate 0`) the same topology with sentences arriving at a steady `--rate` per
+second (default 5,000): complete latency p50/p99 under a light load.
 
 With `--engine spark` (squall's session: `local[2]` unless `--spark MASTER`), the same run also
 measures, each over >= `--seconds`:
@@ -76,6 +78,7 @@ from squall.observe.stats import LatencyWindow  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "wordcount.py"
 SPOUT = "sentences"
+STEADY_P99_GOAL_MS = 250  # complete latency p99 at a steady 5,000 sentences/s (issue 9)
 GOAL_BOLT_TUPLES_PER_SEC = {"local": 500_000, "spark": 1_000_000}
 GOAL_ACKING_COST_RATIO_MAX = 1.10
 GOAL_P99_MS_MAX = 1000
@@ -276,6 +279,60 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
     }
     say(f"bench:   {out['bolt_tuples_per_sec']:,.0f} bolt-tuples/s, {out['waves_per_sec']:.2f} waves/s, "
         f"{out['sentences_per_wave']:,.0f} sentences/wave, p50/p99 {_r(out['p50'])}/{_r(out['p99'])} ms")
+    return out
+
+
+# -- steady input rate: complete latency ----------------------------------------------------------
+
+
+def rated_spout(example: ModuleType, rate: float) -> Any:
+    """The example's spout, emitting new sentences at a steady `rate` per second (replays first)."""
+
+    class RatedSentenceSpout(example.RandomSentenceSpout):
+        def __init__(self, rate: float):
+            super().__init__()
+            self.rate = rate
+            self.t0: float | None = None
+
+        def next_tuple(self) -> None:
+            now = time.monotonic()
+            if self.t0 is None:
+                self.t0 = now
+            if not self.replay and self.emitted >= (now - self.t0) * self.rate:
+                return  # not due yet: the wave starts with what has arrived
+            super().next_tuple()
+
+    return RatedSentenceSpout(rate)
+
+
+def run_steady(example: ModuleType, engine: str, spark: Any, parallelism: int, rate: float, seconds: float,
+               warmup: float) -> dict[str, Any]:
+    """Complete latency p50/p99 while sentences arrive at a steady `rate` (a light load: waves are
+    as small as what arrived while the last one ran)."""
+    from squall import TopologyBuilder  # noqa: PLC0415
+
+    builder = TopologyBuilder()
+    builder.set_spout(SPOUT, rated_spout(example, rate), parallelism=1)
+    builder.set_bolt("split", example.SplitSentence(), parallelism=parallelism).shuffle_grouping(SPOUT)
+    builder.set_bolt("count", example.WordCount(), parallelism=parallelism).fields_grouping("split", ["word"])
+    say(f"bench: squall on {engine}, steady {rate:,.0f} sentences/s: {warmup:.0f}s warm-up + {seconds:.0f}s ...")
+    with LocalCluster(engine=engine, spark=spark) as cluster:
+        cluster.submit_topology("wordcount-steady", Config(example.CONF), builder.create_topology())
+        coord = cluster.coordinator("wordcount-steady")
+        time.sleep(warmup)
+        coord.stats[SPOUT].complete = LatencyWindow(1 << 22)
+        acked0, waves0 = coord.stats[SPOUT].acked, coord.waves_done
+        time.sleep(seconds)
+        st = cluster.get_topology_stats("wordcount-steady")[SPOUT]
+        acked, waves = coord.stats[SPOUT].acked - acked0, coord.waves_done - waves0
+        cluster.kill_topology("wordcount-steady")
+    out = {"steady_rate_sentences_per_sec": rate, "steady_rate_acked_per_sec": round(acked / seconds),
+           "steady_rate_latency_p50_ms": st.get("complete_latency_p50_ms"),
+           "steady_rate_latency_p99_ms": st.get("complete_latency_p99_ms"),
+           "steady_rate_sentences_per_wave": round(acked / waves) if waves else None}
+    say(f"bench:   steady {rate:,.0f}/s: acked {out['steady_rate_acked_per_sec']:,}/s, "
+        f"{out['steady_rate_sentences_per_wave']} sentences/wave, p50/p99 "
+        f"{_r(out['steady_rate_latency_p50_ms'])}/{_r(out['steady_rate_latency_p99_ms'])} ms")
     return out
 
 
@@ -724,6 +781,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark", metavar="MASTER", default=SPARK_MASTER,
                    help=f"Spark master for --engine spark (default {SPARK_MASTER})")
     p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default: 2 local, 5 spark)")
+    p.add_argument("--rate", type=float, default=5000.0,
+                   help="sentences/s of the steady-rate latency case (0: skip it)")
     p.add_argument("--max-pending", type=int, default=None,
                    help="topology.max.spout.pending (default: the example's, 5000); caps sentences per wave")
     p.add_argument("--wave-tuples", type=int, default=None, help="squall.wave.max.tuples (default: the engine's)")
@@ -840,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
                          args.wave_tuples)
     out = squall_fields(args, acking, no_acking)
+    if args.rate > 0:
+        out.update(run_steady(example, args.engine, spark, args.parallelism, args.rate, args.seconds, warmup))
+        out["goal_steady_rate_latency_p99_ms_max"] = STEADY_P99_GOAL_MS
 
     check = sentences_of(example, args.check_sentences)
     got = squall_counts(example, args.engine, spark, args.parallelism, check)
