@@ -49,7 +49,11 @@ class BoltTask(TaskBase):
     def prepare(self) -> None:
         if not self.prepared:
             self.prepared = True
-            self.bolt.prepare(self.conf, self.context, self.collector)
+            try:
+                self.bolt.prepare(self.conf, self.context, self.collector)
+            except BaseException:
+                self.prepared = False  # tried again with the next input
+                raise
 
     def cleanup(self) -> None:
         self.bolt.cleanup()
@@ -112,8 +116,10 @@ class BoltTask(TaskBase):
     # -- the wave -------------------------------------------------------------------------
 
     def run(self, inbox: Sequence[TupleBatch], wave: int) -> TaskResult:
-        self.prepare()
         res = self._res = self._new_result()
+        if not self._prepared_for(inbox, res):
+            self._res = None
+            return res
         try:
             for batch in inbox:
                 if len(batch):
@@ -123,6 +129,24 @@ class BoltTask(TaskBase):
         finally:
             self._res = None
         return res
+
+    def _prepared_for(self, inbox: Sequence[TupleBatch], res: TaskResult) -> bool:
+        """Prepare on first use, the same on every engine. If `prepare` raises, the error is
+        recorded, this wave's inputs of the task fail (reason "error") and the next wave tries again."""
+        try:
+            self.prepare()
+            return True
+        except Exception as e:  # noqa: BLE001 - the task's inputs fail; the topology goes on
+            rec = ErrorRecord.from_exception(self.component, self.task_id, e)
+            res.errors.append(rec)
+            why = FailReason("error", self.component, self.task_id, f"prepare() raised: {rec.error}")
+            for batch in inbox:
+                res.failed += len(batch)
+                if batch.anc_root is not None:
+                    for r in np.unique(batch.anc_root).tolist():
+                        res.fail_roots.append(r)
+                        res.fail_reasons.append(why)
+            return False
 
     def _finish_wave(self, finish: Any, wave: int, res: TaskResult) -> None:
         """The optional bolt hook (squall.api.components.Bolt.finish_wave)."""

@@ -30,8 +30,8 @@ class LocalExecutor:
         self._order = [t for comp in topology.bolts_in_order for t in topology.task_ids[comp]]
 
     def start(self) -> None:
-        for task in self.tasks.values():
-            task.prepare()
+        """Nothing to start: each task prepares on first use (BoltTask.run), as on Spark, so a
+        `prepare` that raises gives the same verdict on both engines."""
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int) -> WaveOutput:
         inbox: dict[int, list[TupleBatch]] = {}

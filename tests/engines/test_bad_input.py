@@ -398,3 +398,44 @@ def test_spark_log_level_puts_sparks_logs_back_on_the_console():
     assert "WARN TaskSetManager: Lost task" in err and "at org.apache.spark" in err
     assert "full Spark log" not in out and "Spark's own logs go to" not in out
     assert "wave(s) lost;" not in out  # no file to point to
+
+
+class PrepareRaisesOnce(Bolt):
+    """prepare() raises the first time each task tries; the next wave it works."""
+
+    def declare_output_fields(self, d):
+        pass
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        if not getattr(self, "failed_once", False):
+            self.failed_once = True
+            raise RuntimeError("cannot connect yet")
+
+    def execute(self, t):
+        self.collector.ack(t)
+
+
+def test_prepare_raising_fails_that_wave_s_inputs_then_retries(cluster_kwargs):
+    """Both engines: the first wave's tuples fail with the prepare error; prepare runs again
+    with the next input, and the replays are acked."""
+    from squall.testing import AckFailMapTracker, FeederSpout
+
+    spout = FeederSpout(["n"])
+    tracker = AckFailMapTracker()
+    spout.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", spout)
+    b.set_bolt("flaky", PrepareRaisesOnce()).shuffle_grouping("feed")
+    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+        cluster.submit_topology("t", {}, b.create_topology())
+        for i in range(3):
+            spout.feed([i], msg_id=i)
+        cluster.advance_time(1)
+        assert [tracker.is_failed(i) for i in range(3)] == [True] * 3
+        errors = cluster.get_errors("t")
+        assert [(e.component, e.kind) for e in errors] == [("flaky", "error")]
+        assert "RuntimeError: cannot connect yet" in errors[0].error
+        spout.feed([3], msg_id=3)
+        cluster.advance_time(1)
+        assert tracker.is_acked(3)

@@ -79,10 +79,8 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
     conf_c = component_conf(conf, topology.specs[comp])
     # Taken out: a task that dies mid-run must not leave a half-updated copy behind.
     cached = _TASKS.pop((uid, comp, idx), None)
-    if state is None:
-        task = BoltTask(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
-        task.prepare()
-        return task
+    if state is None:  # prepared on first use, in run()
+        return BoltTask(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
     if cached is not None and cached[0] == state.wave:
         return cached[1]
     return BoltTask.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
