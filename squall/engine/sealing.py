@@ -34,18 +34,31 @@ def seal_outputs(res: TaskResult, to_bytes: bool) -> list[tuple[int, Any]]:
     batch as bytes when `to_bytes` (Spark), else as is. Culprit rows fail into `res`."""
     out = []
     for target, batch in res.outputs:
-        if not to_bytes and set(map(type, chain.from_iterable(batch.values))) <= PLAIN_TYPES:
+        if to_bytes:
+            try:
+                out.append((target, dumps(batch)))
+                continue
+            except Exception:  # noqa: BLE001 - find the rows that cannot cross; they fail alone
+                pass
+        elif crosses(batch.values):
             out.append((target, batch))
             continue
-        try:
-            blob = dumps(batch)
-        except Exception:  # noqa: BLE001 - find the rows that cannot cross; they fail alone
-            batch = drop_unserializable(batch, res)
-            if batch is None:
-                continue
-            blob = dumps(batch)
-        out.append((target, blob if to_bytes else batch))
+        batch = drop_unserializable(batch, res)
+        if batch is not None:
+            out.append((target, dumps(batch) if to_bytes else batch))
     return out
+
+
+def crosses(values: list[list]) -> bool:
+    """Whether these rows' values can all cross a task boundary: plain types surely do (a scan
+    of types, no pickling); anything else is pickled to find out."""
+    if set(map(type, chain.from_iterable(values))) <= PLAIN_TYPES:
+        return True
+    try:
+        dumps(values)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def unserializable_rows(values: list[list]) -> list[tuple[int, int, BaseException]]:
@@ -99,17 +112,8 @@ def drop_unserializable(batch: TupleBatch, res: TaskResult) -> TupleBatch | None
 def portable_captured(captured: dict[str, list[list]]) -> dict[str, list[list]]:
     """Captured emits (tests) as they can travel to the driver: a row that does not pickle is
     shown by its repr (its tuple failed; the capture still says it was emitted)."""
-    try:
-        dumps(captured)
-        return captured
-    except Exception:  # noqa: BLE001
-        return {stream: [row if not _fails(row) else [repr(v) for v in row] for row in rows]
-                for stream, rows in captured.items()}
-
-
-def _fails(row: list) -> bool:
-    try:
-        dumps(row)
-        return False
-    except Exception:  # noqa: BLE001
-        return True
+    portable = {}
+    for stream, rows in captured.items():
+        bad = set() if crosses(rows) else {i for i, _, _ in unserializable_rows(rows)}
+        portable[stream] = [[repr(v) for v in row] if i in bad else row for i, row in enumerate(rows)]
+    return portable

@@ -3,7 +3,6 @@ output batches and the roots of the trees they start."""
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -11,7 +10,7 @@ import numpy as np
 from squall.api.collectors import SpoutOutputCollector
 from squall.api.topology import StormTopology
 from squall.engine.outputs import group_children
-from squall.engine.sealing import PLAIN_TYPES, describe, dumps, unserializable_rows
+from squall.engine.sealing import crosses, describe, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
 from squall.reliability.emits import EmitIndex
@@ -79,13 +78,9 @@ class SpoutTask(TaskBase):
         if not emits:
             return emits, []
         values = [e[1] for e in emits]
-        if set(map(type, chain.from_iterable(values))) <= PLAIN_TYPES:
+        if crosses(values):
             return emits, []
-        try:
-            dumps(values)
-            return emits, []
-        except Exception:  # noqa: BLE001 - find the emits that cannot cross
-            bad = unserializable_rows(values)
+        bad = unserializable_rows(values)
         rejected, bad_mids = [], set()
         for j, field, err in bad:
             so, vals, mid = emits[j][0], emits[j][1], emits[j][2]
