@@ -16,6 +16,7 @@ class Config(dict):
     # squall's own
     SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
     SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
+    SQUALL_WAVE_TARGET_SECS = "squall.wave.target.secs"
     SQUALL_ROOT_SEED = "squall.root.seed"
     SQUALL_MAX_REPLAYS = "squall.max.replays"
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
@@ -30,9 +31,13 @@ class Config(dict):
         TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
         TOPOLOGY_MAX_SPOUT_PENDING: None,
         TOPOLOGY_DEBUG: False,
-        # Tuples a spout task may emit per wave when max.spout.pending does not bound it
-        # (None: the engine's default, 2000 local, 20000 on Spark).
+        # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
+        # by measured cost (squall.engine.wave_sizing; the budget is shared by the spout tasks),
+        # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.
         SQUALL_WAVE_MAX_TUPLES: None,
+        # With waves sized by cost: the longest a full wave should take (capped at a quarter of the
+        # message timeout).
+        SQUALL_WAVE_TARGET_SECS: 2.0,
         # Time a spout task may spend in next_tuple per wave.
         SQUALL_WAVE_MAX_SECS: 0.5,
         SQUALL_ROOT_SEED: None,

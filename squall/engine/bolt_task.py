@@ -13,9 +13,11 @@ import numpy as np
 
 from squall.api.collectors import BasicBoltExecutor, OutputCollector, Recorded
 from squall.api.components import BasicBolt, Bolt
+from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple, tuples_of
+from squall.engine.gc_tuning import gc_paused
 from squall.engine.outputs import group_children
 from squall.engine.routing import ShuffleCounter
 from squall.engine.task import TaskBase
@@ -121,11 +123,12 @@ class BoltTask(TaskBase):
             self._res = None
             return res
         try:
-            for batch in inbox:
-                if len(batch):
-                    self._run_batch(batch, wave, res)
-            if inbox and self._has_finish_wave:
-                self._finish_wave(self.bolt.finish_wave, wave, res)
+            with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
+                for batch in inbox:
+                    if len(batch):
+                        self._run_batch(batch, wave, res)
+                if inbox and self._has_finish_wave:
+                    self._finish_wave(self.bolt.finish_wave, wave, res)
         finally:
             self._res = None
         return res

@@ -18,10 +18,11 @@ import numpy as np
 
 from squall.api.config import Config, component_conf, effective_conf
 from squall.api.topology import StormTopology
-from squall.engine.gc_tuning import tune_gc
+from squall.engine.gc_tuning import gc_paused, tune_gc
 from squall.engine.lost_waves import LostWaves
 from squall.engine.spout_task import SpoutTask
 from squall.engine.wave import Captured, Executor, WaveOutput, add_captured, merge_captured
+from squall.engine.wave_sizing import WaveSizer
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
@@ -33,6 +34,7 @@ from squall.reliability.pending import TIMEOUT, FailReason, PendingTrees
 log = logging.getLogger("squall")
 
 MAX_ERRORS_KEPT = 1000
+WAVE_TUPLES_CAP = 200_000  # spout tuples per wave at most, however cheap tuples are (driver memory)
 
 
 def _takes_reason(fn: Callable) -> bool:
@@ -74,7 +76,11 @@ class Coordinator:
         self.timeout = float(self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
         self.timeouts_on = bool(self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]) and self.tracking
         self.max_pending = self.conf[Config.TOPOLOGY_MAX_SPOUT_PENDING]
-        self.wave_tuples = int(self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES) or executor.default_wave_tuples)
+        fixed = self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES)
+        self.sizer = None if fixed else WaveSizer(
+            executor.default_wave_tuples, WAVE_TUPLES_CAP,
+            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4))
+        self.wave_tuples = int(fixed or executor.default_wave_tuples)
         self.wave_secs = float(self.conf[Config.SQUALL_WAVE_MAX_SECS])
         self.spouts: list[SpoutTask] = []
         for comp in topology.spouts:
@@ -155,11 +161,14 @@ class Coordinator:
             self.wave += 1
             outputs: list[tuple[int, TupleBatch]] = []
             emitted = 0
-            for st in self.spouts:
-                if not st.active:
-                    continue
+            active = [st for st in self.spouts if st.active]
+            if self.sizer is not None and active:
+                self.wave_tuples = -(-self.sizer.wave_budget() // len(active))
+            full = False
+            for st in active:
                 res = self._call_spout(st)
                 emitted += res.emitted
+                full = full or res.emitted >= self.wave_tuples
                 outputs.extend(res.outputs)
             empty = np.zeros(0, np.uint64)
             init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
@@ -171,7 +180,10 @@ class Coordinator:
             acked, failed = self._apply(wave_out, init_roots, init_vals)
             failed += self._rotate_if_due()
             self.waves_done += 1
-            return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, time.perf_counter() - t0)
+            secs = time.perf_counter() - t0
+            if self.sizer is not None:
+                self.sizer.observe(emitted, secs, full)
+            return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, secs)
 
     def _call_spout(self, st: SpoutTask):
         res = st.begin()
@@ -180,17 +192,8 @@ class Coordinator:
             budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
         deadline = time.perf_counter() + self.wave_secs
         if budget > 0:
-            next_tuple = st.spout.next_tuple
-            coll = st.collector
-            while coll.recorded_count < budget:
-                before = coll.recorded_count
-                try:
-                    next_tuple()
-                except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on
-                    res.errors.append(ErrorRecord.from_exception(st.component, st.task_id, e, kind="error"))
-                    break
-                if coll.recorded_count == before or time.perf_counter() > deadline:
-                    break
+            with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
+                self._pull(st, res, budget, deadline)
         res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
         stats = self.stats[st.component]
         stats.emitted += res.emitted
@@ -210,6 +213,21 @@ class Coordinator:
             stats.failed += 1
             self._spout_fail(st, m, reason)
         return res
+
+    @staticmethod
+    def _pull(st: SpoutTask, res: Any, budget: int, deadline: float) -> None:
+        """Call next_tuple until the wave's budget is emitted, the spout has nothing, or time is up."""
+        next_tuple = st.spout.next_tuple
+        coll = st.collector
+        while coll.recorded_count < budget:
+            before = coll.recorded_count
+            try:
+                next_tuple()
+            except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on
+                res.errors.append(ErrorRecord.from_exception(st.component, st.task_id, e, kind="error"))
+                break
+            if coll.recorded_count == before or time.perf_counter() > deadline:
+                break
 
     # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------
 

@@ -1,10 +1,18 @@
 """Python's cyclic GC, tuned for waves: a wave allocates many short-lived containers (tuples,
 value lists), and the default threshold (700) makes the collector run thousands of times a
-wave over the same young objects. Measured on word count: 1.7x the throughput."""
+wave over the same young objects. Measured on word count: 1.7x the throughput.
+
+Inside a task's run (a batch of inputs, or a spout's pulls for a wave) the collector is paused
+altogether: what a run allocates is either handed on (outputs, held tuples) or dropped by
+reference counting when the run ends; cycles it made wait for the next collection, which the
+allocation thresholds trigger as usual once the run is over. Measured on word count's split and
+count tasks (CPU time, no Spark): another 10% (225 -> 204 ms per 10,000 sentences)."""
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 GEN0_THRESHOLD = 20000
 _tuned = False
@@ -20,3 +28,16 @@ def tune_gc(conf: dict | None = None) -> None:
     gc.freeze()
     _, g1, g2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, max(g1, 20), max(g2, 50))
+
+
+@contextmanager
+def gc_paused(enabled: bool = True) -> Iterator[None]:
+    """No cyclic collection inside the block (when `enabled`, and the collector was on)."""
+    if not enabled or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

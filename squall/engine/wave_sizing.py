@@ -1,0 +1,86 @@
+"""How many spout tuples a wave takes, from what waves measurably cost.
+
+A wave costs about `a + b * n` seconds for `n` spout tuples: `a` is what every wave pays
+whatever its size (on Spark: scheduling a job and its stages, starting Python tasks, moving the
+bolt state; ~0.25 s on a 2-core machine), `b` what each spout tuple and its tuple tree cost. Small
+waves give low latency and waste cores on `a`; big waves amortize `a` and hold tuples longer.
+
+The sizer fits `a` and `b` to the waves it has seen and, when the spouts can fill a wave (heavy
+load), sizes it so `a` is at most OVERHEAD_SHARE of the wave (n = a (1 - s) / (s b)), but never
+longer than the target time (a quarter of the message timeout at most). Under a light load a wave
+takes only what the spouts have, so this budget does not matter and latency stays low.
+Observations are kept per size band (half an octave), each a moving average, so the fit keeps
+the spread of sizes it needs while the budget settles. `a` found by extrapolating from big waves
+alone is too noisy (5% noise in wave times moved the budget 50%), so under a steady heavy load
+every PROBE_EVERY-th wave is a small probe (1/PROBE_FRACTION of the budget) that pins it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+OVERHEAD_SHARE = 0.2  # the fixed cost of a wave, at most this share of a full wave
+GROWTH = 1.5  # while a and b cannot be told apart yet: full waves grow by this much
+SMOOTHING = 0.3  # weight of a new observation in its band's moving average
+MIN_TUPLES = 64
+PROBE_EVERY = 16  # full waves between two small probe waves
+PROBE_FRACTION = 8
+
+
+class WaveSizer:
+    """The spout-tuple budget of the next wave."""
+
+    def __init__(self, start: int, cap: int, target_secs: float):
+        self.cap = max(MIN_TUPLES, int(cap))
+        self.budget = min(max(MIN_TUPLES, int(start)), self.cap)
+        self.target_secs = target_secs
+        self.bands: dict[int, list[float]] = {}  # band -> [mean n, mean secs]
+        self.fixed_secs: float | None = None  # the fitted a
+        self.per_tuple_secs: float | None = None  # the fitted b
+        self._since_probe = PROBE_EVERY - 2  # the first probe comes early
+        self._probing = False
+
+    def wave_budget(self) -> int:
+        """The budget of the next wave: `budget`, or now and then a small probe wave."""
+        self._probing = self._since_probe >= PROBE_EVERY
+        return max(MIN_TUPLES, self.budget // PROBE_FRACTION) if self._probing else self.budget
+
+    def observe(self, n: int, secs: float, full: bool) -> None:
+        """A wave of `n` spout tuples took `secs`; a `full` wave (a spout had more than its
+        budget) may move the budget."""
+        probe, self._probing = self._probing, False
+        if probe:
+            self._since_probe = 0
+        elif full:
+            self._since_probe += 1
+        if n <= 0 or secs <= 0:
+            return
+        band = round(2 * math.log2(n))
+        got = self.bands.get(band)
+        if got is None:
+            self.bands[band] = [float(n), secs]
+        else:
+            got[0] += SMOOTHING * (n - got[0])
+            got[1] += SMOOTHING * (secs - got[1])
+        self._fit()
+        if full and not probe:
+            self.budget = self._next_budget(secs)
+
+    def _fit(self) -> None:
+        if len(self.bands) < 2:
+            return
+        n, t = np.array(list(self.bands.values())).T
+        b, a = np.polyfit(n, t, 1)
+        if b > 0:
+            self.fixed_secs, self.per_tuple_secs = max(float(a), 0.0), float(b)
+
+    def _next_budget(self, secs: float) -> int:
+        a, b = self.fixed_secs, self.per_tuple_secs
+        if b is None or a is None:  # not fitted yet: explore upwards while waves are short
+            want = self.budget * GROWTH if secs < self.target_secs / 2 else self.budget
+        else:
+            want = min(a * (1 - OVERHEAD_SHARE) / (OVERHEAD_SHARE * b), (self.target_secs - a) / b)
+            want = self.budget + 0.5 * (want - self.budget)  # half way: one noisy wave moves it little
+        return int(min(max(want, MIN_TUPLES), self.cap))

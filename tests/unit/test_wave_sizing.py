@@ -1,0 +1,78 @@
+"""The wave sizer against waves whose cost is a known a + b n (with noise): it must settle where
+the fixed cost is OVERHEAD_SHARE of a full wave, respect the target time, and leave the budget
+alone under a light load."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from squall.engine.wave_sizing import MIN_TUPLES, OVERHEAD_SHARE, WaveSizer
+
+
+def run(sizer: WaveSizer, a: float, b: float, waves: int, supply: int | None = None, noise: float = 0.0) -> list[int]:
+    rng = random.Random(zlib.crc32(f"{a}-{b}-{noise}".encode()))
+    budgets = []
+    for _ in range(waves):
+        budget = sizer.wave_budget()
+        n = budget if supply is None else min(supply, budget)
+        secs = (a + b * n) * (1 + rng.uniform(-noise, noise))
+        sizer.observe(n, secs, full=supply is None or supply > budget)
+        budgets.append(sizer.budget)
+    return budgets
+
+
+def ideal(a: float, b: float) -> float:
+    return a * (1 - OVERHEAD_SHARE) / (OVERHEAD_SHARE * b)
+
+
+@pytest.mark.parametrize("a, b, start", [(0.25, 20e-6, 20000), (0.25, 20e-6, 2000), (0.003, 20e-6, 2000)])
+def test_settles_where_the_fixed_cost_is_its_share(a: float, b: float, start: int) -> None:
+    sizer = WaveSizer(start, 1_000_000, target_secs=10.0)
+    budgets = run(sizer, a, b, 40)
+    assert budgets[-1] == pytest.approx(ideal(a, b), rel=0.05)
+    assert sizer.fixed_secs == pytest.approx(a, rel=0.05)
+
+
+def test_noisy_waves_stay_near_the_ideal() -> None:
+    sizer = WaveSizer(20000, 1_000_000, target_secs=10.0)
+    budgets = run(sizer, 0.25, 20e-6, 100, noise=0.15)
+    assert all(abs(x / ideal(0.25, 20e-6) - 1) < 0.3 for x in budgets[-40:])
+
+
+def test_probe_waves_are_small_and_rare() -> None:
+    sizer = WaveSizer(20000, 1_000_000, target_secs=10.0)
+    sizes = []
+    for _ in range(64):
+        n = sizer.wave_budget()
+        sizes.append(n)
+        sizer.observe(n, 0.25 + 20e-6 * n, full=True)
+    small = [n for n in sizes[10:] if n < ideal(0.25, 20e-6) / 2]
+    assert 2 <= len(small) <= 4
+
+
+def test_a_wave_never_outgrows_the_target_time() -> None:
+    sizer = WaveSizer(2000, 1_000_000, target_secs=1.0)
+    budgets = run(sizer, 0.25, 20e-6, 40)  # the ideal (40,000) would take 1.05 s
+    assert budgets[-1] == pytest.approx((1.0 - 0.25) / 20e-6, rel=0.05)
+
+
+def test_the_cap_and_the_floor_hold() -> None:
+    assert run(WaveSizer(20000, 30000, target_secs=10.0), 0.25, 20e-6, 30)[-1] == 30000
+    assert run(WaveSizer(2000, 30000, target_secs=10.0), 0.0, 20e-6, 30)[-1] == MIN_TUPLES
+
+
+def test_a_light_load_leaves_the_budget_alone() -> None:
+    sizer = WaveSizer(20000, 1_000_000, target_secs=10.0)
+    budgets = run(sizer, 0.25, 20e-6, 20, supply=500)
+    assert set(budgets) == {20000}
+
+
+def test_a_fixed_cost_learnt_from_light_waves_sizes_the_first_heavy_ones() -> None:
+    sizer = WaveSizer(20000, 1_000_000, target_secs=10.0)
+    run(sizer, 0.25, 20e-6, 10, supply=200)
+    run(sizer, 0.25, 20e-6, 10, supply=2000)
+    budgets = run(sizer, 0.25, 20e-6, 12)
+    assert budgets[-1] == pytest.approx(ideal(0.25, 20e-6), rel=0.05)
