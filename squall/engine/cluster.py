@@ -101,6 +101,8 @@ class LocalCluster:
             if build is None:
                 raise TypeError(
                     f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
+            build_conf = getattr(topology, "build_conf", None)  # its own defaults (a streamparse Topology's config)
+            conf = {**(build_conf() if build_conf is not None else {}), **(conf or {})}
             topology = build()
         conf = effective_conf(conf)  # resolved once: spouts, bolts and the executor see the same conf
         for spec in topology.specs.values():  # components that cannot run on this engine say so now
