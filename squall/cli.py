@@ -103,6 +103,8 @@ def load_topology_module(path: str, src: str | None = None) -> ModuleType:
         raise
     if sp_topology is not None and not callable(getattr(module, "build_topology", None)):
         module.build_topology = lambda: sp_topology  # submit_topology builds it, with its class config
+        if getattr(module, "CONF", None) is None:
+            module.CONF = sp_topology.build_conf()  # so the CLI sees it too (squall.spark.ui, ...)
     if not callable(getattr(module, "build_topology", None)):
         raise UsageError(f"{path} defines no build_topology() function; it must return a StormTopology "
                          "(e.g. TopologyBuilder().create_topology()), or define a streamparse Topology class")
