@@ -8,7 +8,7 @@ components and thrift submission need a Storm cluster: they are refused with wha
 """
 
 from squall.streamparse.batching import BatchingBolt, TicklessBatchingBolt
-from squall.streamparse.components import Bolt, Component, ReliableSpout, Spout, Tuple
+from squall.streamparse.components import Bolt, Component, ReliableSpout, Spout, StormHandler, Tuple
 from squall.streamparse.dsl import ComponentSpec, Grouping, Stream, StreamId
 from squall.streamparse.topology import Topology
 from squall.streamparse.unsupported import JavaBolt, JavaSpout, ShellBolt, ShellSpout, UnsupportedFeature
@@ -25,6 +25,7 @@ __all__ = [
     "ShellBolt",
     "ShellSpout",
     "Spout",
+    "StormHandler",
     "Stream",
     "StreamId",
     "TicklessBatchingBolt",

@@ -39,6 +39,13 @@ def _declare(declarer: Any, outputs: Any) -> None:
         declarer.declare(default)
 
 
+class StormHandler(logging.StreamHandler):
+    """pystorm's handler sent log records to the Storm worker; here they go to stderr."""
+
+    def __init__(self, serializer: Any = None):
+        super().__init__()
+
+
 class Component:
     """What pystorm's Spout and Bolt share: identity, conf, logger, error reporting."""
 

@@ -189,3 +189,12 @@ class ComponentSpec:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.component_cls.__name__}, name={self.name!r}, par={self.par!r}, "
                 f"inputs={ {f'{k.component_name}:{k.stream}': v for k, v in self.inputs.items()} !r})")
+
+
+def __getattr__(name: str) -> Any:
+    """`from streamparse.dsl import Topology`, as streamparse allows (defined in topology.py)."""
+    if name == "Topology":
+        from squall.streamparse.topology import Topology  # noqa: PLC0415 - topology imports this module
+
+        return Topology
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -180,3 +180,15 @@ def test_thrift_and_flux_submission_are_refused_with_the_alternative(tmp_path):
             call()
     with pytest.raises(AttributeError):
         T.no_such_attribute  # noqa: B018
+
+
+def test_streamparse_module_paths_work_with_the_one_changed_prefix():
+    import squall.streamparse as sp
+    from squall.streamparse.bolt import BatchingBolt as B2
+    from squall.streamparse.bolt import Bolt as B1
+    from squall.streamparse.dsl import Topology as T1
+    from squall.streamparse.spout import ReliableSpout as S2
+    from squall.streamparse.spout import Spout as S1
+
+    assert (B1, B2, S1, S2, T1) == (sp.Bolt, sp.BatchingBolt, sp.Spout, sp.ReliableSpout, sp.Topology)
+    assert isinstance(sp.StormHandler(), __import__("logging").Handler)
