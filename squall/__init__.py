@@ -11,6 +11,7 @@ from squall.api.components import (
 )
 from squall.api.config import Config
 from squall.api.context import TopologyContext
+from squall.api.ticks import is_tick
 from squall.api.topology import OutputFieldsDeclarer, StormTopology, TopologyBuilder
 from squall.api.tuple import Tuple
 from squall.engine.cluster import LocalCluster
@@ -38,4 +39,5 @@ __all__ = [
     "TopologyBuilder",
     "TopologyContext",
     "Tuple",
+    "is_tick",
 ]

@@ -4,7 +4,9 @@
                [--spark-ui] [--spark-log-level LEVEL] [-v]
 
 `PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict;
-`done(cluster, name)`, to stop once it returns True; `report()`, printed at the end).
+`done(cluster, name)`, to stop once it returns True; `report()`, printed at the end), or a
+streamparse project's `topologies/<name>.py` defining a `Topology` class (its components are
+imported from `--path` or from `src/` beside `topologies/`).
 The topology runs on a LocalCluster in real time with a live progress line, for `--seconds`
 (0: until Ctrl-C), then it is killed and a per-component summary is printed.
 """
@@ -50,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the topology that a Python file builds",
                          description="Import PATH, call its build_topology(), run it with a live progress line.")
     run.add_argument("path", metavar="PATH", help="a Python file defining build_topology() (and optionally CONF)")
+    run.add_argument("--path", dest="path_src", metavar="SRC", default=None,
+                     help="a streamparse project's source folder (default: src/ beside topologies/)")
     run.add_argument("--engine", choices=("local", "spark"), default="spark", help="execution engine (default: spark)")
     run.add_argument("--seconds", type=float, default=10.0, help="how long to run (default 10; 0 = until Ctrl-C)")
     run.add_argument("--name", default=None, help="topology name (default: the file's name)")
@@ -65,8 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_topology_module(path: str) -> ModuleType:
-    """Import the file at `path` as a module; UsageError if it is missing or lacks build_topology."""
+def load_topology_module(path: str, src: str | None = None) -> ModuleType:
+    """Import the file at `path` as a module; UsageError if it is missing or defines neither
+    build_topology() nor a streamparse Topology class (whose project source folder, `src`
+    or src/ beside topologies/, goes on sys.path first)."""
+    from squall.streamparse import project  # noqa: PLC0415
+
     file = Path(path)
     if not file.exists():
         raise UsageError(f"no such file: {path}")
@@ -83,13 +91,23 @@ def load_topology_module(path: str) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
+        module.squall_src = project.source_folder(file, src)
+        project.add_to_path(module.squall_src)
         spec.loader.exec_module(module)
+        sp_topology = project.topology_class(module)
+    except project.ProjectError as e:
+        del sys.modules[name]
+        raise UsageError(str(e)) from None
     except Exception:
         del sys.modules[name]
         raise
+    if sp_topology is not None and not callable(getattr(module, "build_topology", None)):
+        module.build_topology = lambda: sp_topology  # submit_topology builds it, with its class config
+        if getattr(module, "CONF", None) is None:
+            module.CONF = sp_topology.build_conf()  # so the CLI sees it too (squall.spark.ui, ...)
     if not callable(getattr(module, "build_topology", None)):
         raise UsageError(f"{path} defines no build_topology() function; it must return a StormTopology "
-                         "(e.g. TopologyBuilder().create_topology())")
+                         "(e.g. TopologyBuilder().create_topology()), or define a streamparse Topology class")
     return module
 
 
@@ -124,7 +142,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
 
     if args.seconds < 0:
         raise UsageError(f"--seconds must be >= 0, got {args.seconds:g}")
-    module = load_topology_module(args.path)
+    module = load_topology_module(args.path, args.path_src)
     name = args.name or Path(args.path).stem
     topology = module.build_topology()
     conf = dict(getattr(module, "CONF", None) or {})
@@ -134,6 +152,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]note:[/] --spark {escape(args.spark)} is ignored with --engine {args.engine}")
     if args.engine == "spark":
         _ship_by_value(module)
+        from squall.streamparse.project import ship_by_value  # noqa: PLC0415
+
+        ship_by_value(module.squall_src)
 
     _setup_logging(console, args.verbose)
     try:

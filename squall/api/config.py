@@ -13,6 +13,7 @@ class Config(dict):
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
     TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
     TOPOLOGY_DEBUG = "topology.debug"
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
     # squall's own
     SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
     SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
@@ -31,6 +32,8 @@ class Config(dict):
         TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
         TOPOLOGY_MAX_SPOUT_PENDING: None,
         TOPOLOGY_DEBUG: False,
+        # Seconds between tick tuples to every bolt task (None: no ticks); per bolt with add_configuration.
+        TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
         # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
         # by measured cost (squall.engine.wave_sizing; the budget is shared by the spout tasks),
         # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.

@@ -101,6 +101,8 @@ class LocalCluster:
             if build is None:
                 raise TypeError(
                     f"submit_topology needs a topology from create_topology(), got {type(topology).__name__}")
+            build_conf = getattr(topology, "build_conf", None)  # its own defaults (a streamparse Topology's config)
+            conf = {**(build_conf() if build_conf is not None else {}), **(conf or {})}
             topology = build()
         conf = effective_conf(conf)  # resolved once: spouts, bolts and the executor see the same conf
         for spec in topology.specs.values():  # components that cannot run on this engine say so now
@@ -199,14 +201,15 @@ class LocalCluster:
                 raise TimeoutError("still busy: a spout keeps emitting, so the cluster never becomes idle")
 
     def advance_time(self, secs: float, idle_timeout_secs: float = 120) -> None:
-        """Simulated time: process what can run, move the clock, fire what became due (timeouts)."""
+        """Simulated time: process what can run, move the clock, fire what became due (timeouts,
+        and ticks: the clock stops at each due time and a wave delivers what fell due then)."""
         if not self.simulated_time:
             raise RuntimeError("advance_time needs LocalCluster(simulated_time=True)")
         deadline = time.monotonic() + idle_timeout_secs
         self._drain(deadline)
         target = self.clock.now() + secs
         while True:
-            due = [r.coord.next_rotation for r in self._topologies.values() if r.coord.timeouts_on]
+            due = [d for r in self._topologies.values() if (d := r.coord.next_due()) is not None]
             nxt = min((d for d in due if d <= target), default=None)
             if nxt is None:
                 break

@@ -21,6 +21,7 @@ from squall.api.topology import StormTopology
 from squall.engine.gc_tuning import gc_paused, tune_gc
 from squall.engine.lost_waves import LostWaves
 from squall.engine.spout_task import SpoutTask
+from squall.engine.ticks import TickSchedule
 from squall.engine.wave import Captured, Executor, WaveOutput, add_captured, merge_captured
 from squall.engine.wave_sizing import WaveSizer
 from squall.observe.dead_letter import make_sink
@@ -99,6 +100,7 @@ class Coordinator:
         self.wave = 0
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
+        self.ticks = TickSchedule(topology, self.conf, clock.now())
         self._spout_roots: list[tuple[np.ndarray, np.ndarray]] = []  # this wave's (roots, init values)
         self.lost = LostWaves(name, int(self.conf[Config.SQUALL_MAX_REPLAYS]), make_sink(self.conf),
                               self._replay_key, self._dead_letter, self._record)
@@ -159,7 +161,8 @@ class Coordinator:
         with self.lock:
             t0 = time.perf_counter()
             self.wave += 1
-            outputs: list[tuple[int, TupleBatch]] = []
+            # Ticks first: each due bolt task gets its tick before this wave's other inputs.
+            outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
             emitted = 0
             active = [st for st in self.spouts if st.active]
             if self.sizer is not None and active:
@@ -336,6 +339,11 @@ class Coordinator:
             del self.errors[: len(self.errors) - MAX_ERRORS_KEPT]
 
     # -- time -----------------------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        """The next time something is due on the clock: a timeout rotation or a tick."""
+        due = [d for d in (self.next_rotation if self.timeouts_on else None, self.ticks.next_due()) if d is not None]
+        return min(due, default=None)
 
     def fire_due(self) -> int:
         """Fire timeouts that are due on the clock now."""
