@@ -220,6 +220,9 @@ class TridentSpoutExecutor(Spout):
         if self.spout.kind == NON_TRANSACTIONAL:
             log.warning("trident %s: batch %d failed (%s); a non-transactional spout does not replay it",
                         self.name, txid, reason)
+            on_failed = getattr(self.spout, "batch_failed", None)
+            if on_failed is not None:  # e.g. the DRPC spout answers the request with the error
+                on_failed(txid, reason)
             b.status = "processed"  # commit it empty, to keep txids in order
             return
         log.warning("trident %s: batch %d failed (%s); replaying it as attempt %d", self.name, txid, reason,
