@@ -52,7 +52,7 @@ class LocalDRPC:
         self._lock = threading.Lock()
         self._served: dict[str, int] = {}  # function -> running DRPC spouts serving it
         self._queues: dict[str, deque[_Request]] = {}
-        self._results: dict[tuple[str, int], str] = {}  # (function, txid) -> JSON rows
+        self._results: dict[tuple[str, int], tuple[str, str]] = {}  # (function, txid) -> ("ok", JSON) | ("error", why)
         _DRPCS[self.id] = self
 
     def __deepcopy__(self, memo: dict) -> LocalDRPC:
@@ -110,13 +110,16 @@ class LocalDRPC:
             queue = self._queues.get(function)
             return queue.popleft() if queue else None
 
-    def store_result(self, function: str, txid: int, text: str) -> None:
+    def store_result(self, function: str, txid: int, status: str, text: str) -> None:
         with self._lock:
-            self._results[(function, txid)] = text
+            self._results[(function, txid)] = (status, text)
 
     def finish(self, req: _Request, txid: int, error: str | None = None, empty: str = "[]") -> None:
+        """Answers `req` (its batch is done, or failed with `error`)."""
         with self._lock:
-            text = self._results.pop((req.function, txid), empty)
+            status, text = self._results.pop((req.function, txid), ("ok", empty))
+        if status == "error":  # the result could not be sent: say why, rather than how the batch ended
+            error = text
         _answer(req, result=text if error is None else None, error=error)
 
     def forget_results(self, function: str) -> None:
@@ -135,11 +138,11 @@ def _local_drpc(drpc_id: str) -> LocalDRPC | str:
     return _DRPCS.get(drpc_id, drpc_id)
 
 
-def _deliver(drpc_id: str, function: str, txid: int, text: str) -> None:
+def _deliver(drpc_id: str, function: str, txid: int, status: str, text: str) -> None:
     drpc = _DRPCS.get(drpc_id)
     if drpc is None:
         raise LookupError(f"no LocalDRPC {drpc_id[:8]} in the driver (shut down?)")
-    drpc.store_result(function, txid, text)
+    drpc.store_result(function, txid, status, text)
 
 
 register("drpc.result", _deliver)
@@ -173,7 +176,10 @@ class DRPCSpout(NonTransactionalSpout):
     def batch_failed(self, txid: int, reason: Any) -> None:
         req = self.requests.pop(txid, None)
         if req is not None:
-            self.drpc.finish(req, txid, error=str(reason or "the batch failed"))
+            why = str(reason or "the batch failed")
+            if getattr(reason, "error", None) is None:
+                why += " (the error it reported, if any, is in cluster.get_errors(topology))"
+            self.drpc.finish(req, txid, error=why)
 
     def success(self, txid: int) -> None:
         req = self.requests.pop(txid, None)
@@ -215,22 +221,26 @@ class ReturnResultsBolt(Bolt):
         else:
             self.held[batch] = t
 
-    def _send(self, txid: int, rows: list[list]) -> None:
-        try:
-            text = json.dumps(rows, separators=(",", ":"))
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"the result of DRPC function {self.function!r} is not JSON: {e}") from e
+    def _send(self, txid: int, status: str, text: str) -> None:
         if self.home is None:
-            _deliver(self.drpc_id, self.function, txid, text)
+            _deliver(self.drpc_id, self.function, txid, status, text)
         else:
-            call(self.home, "drpc.result", self.drpc_id, self.function, txid, text)
+            call(self.home, "drpc.result", self.drpc_id, self.function, txid, status, text)
 
     def finish_wave(self) -> None:
         for batch, rows in self.rows.items():
             held = self.held[batch]
             try:
-                self._send(batch[0], rows)
-            except Exception as e:  # noqa: BLE001 - the request fails with this error; others go on
+                try:
+                    text = json.dumps(rows, separators=(",", ":"))
+                except (TypeError, ValueError) as e:
+                    why = TypeError(f"the result of DRPC function {self.function!r} is not JSON: {e}")
+                    self.c.report_error(why)
+                    self._send(batch[0], "error", f"{type(why).__name__}: {why}")
+                    self.c.fail(held)
+                    continue
+                self._send(batch[0], "ok", text)
+            except Exception as e:  # noqa: BLE001 - the driver is unreachable: this request fails
                 self.c.report_error(e)
                 self.c.fail(held)
                 continue
