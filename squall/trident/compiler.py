@@ -16,7 +16,7 @@ from typing import Any
 from squall.api.topology import StormTopology, TopologyBuilder
 from squall.trident.bolts import HeadSpec, OpSpec, ProcessorBolt, Segment, StateBolt, StateSpec, TailSpec
 from squall.trident.coordinator import BATCH_FIELD, COMMIT_STREAM, TridentSpoutExecutor
-from squall.trident.drpc import ReturnResultsBolt
+from squall.trident.drpc import IN_FLIGHT, DRPCSpout, ReturnResultsBolt
 from squall.trident.graph import Node, walk
 from squall.trident.join import JoinSpec
 from squall.trident.operations import CombinerAggregator, ReducerAggregator
@@ -64,7 +64,8 @@ class Compiler:
                     log.warning("trident stream %r: %s spout into %s state gives %s", txid, spout.kind,
                                 n.params["factory"].kind, g)
             meta = next((n.params["factory"] for n in states if hasattr(n.params["factory"], "meta_store")), None)
-            self.b.set_spout(txid, TridentSpoutExecutor(txid, spout, meta))
+            in_flight = IN_FLIGHT if isinstance(spout, DRPCSpout) else 1
+            self.b.set_spout(txid, TridentSpoutExecutor(txid, spout, meta, max_in_flight=in_flight))
             self.comp_of[node] = txid
             for child in node.children:
                 self.start(txid, child, txid, ("shuffle",), False, node)

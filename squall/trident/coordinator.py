@@ -197,6 +197,9 @@ class TridentSpoutExecutor(Spout):
             return
         if kind == "batch" and b.status == "emitted":
             b.status = "processed"
+            on_processed = getattr(self.spout, "batch_processed", None)
+            if on_processed is not None:  # e.g. the DRPC spout answers its request (as Storm, before the commit)
+                on_processed(txid)
         elif kind == "commit" and b.status == "committing" and msg_id[3] == b.commit_try:
             self.committed = txid
             self._put("committed", txid)

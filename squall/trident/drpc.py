@@ -4,10 +4,11 @@
 driver) takes one request per batch, so an aggregation in a DRPC stream sees one request's
 tuples only. The stream's last operation feeds a `ReturnResultsBolt` (one task), which sends
 the batch's result rows, as Storm's JSON text, to the driver once the batch's rows are all in
-(at the end of the wave). The request is answered when its batch is done: with those rows
-(when none reached the end: ``"[]"``, or as Storm the aggregator's zero, e.g. ``"[[0]]"``, when
-the stream ends with a global aggregation), or with a `DRPCExecutionException` saying why the batch
-failed. A function no running topology serves is refused at once.
+(at the end of the wave). The request is answered when its batch's tuple tree completes
+(before the batch's commit, as in Storm): with those rows (when none reached the end: ``"[]"``,
+or as Storm the aggregator's zero, e.g. ``"[[0]]"``, when the stream ends with a global
+aggregation), or with a `DRPCExecutionException` saying why the batch failed. A function no
+running topology serves is refused at once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from squall.trident.spouts import NonTransactionalSpout
 __all__ = ["DRPCExecutionException", "DRPCSpout", "LocalDRPC", "ReturnResultsBolt"]
 
 DEFAULT_TIMEOUT_SECS = 60.0
+IN_FLIGHT = 16  # DRPC requests (batches) run at once when topology.max.spout.pending does not say
 _DRPCS: dict[str, LocalDRPC] = {}  # id -> the LocalDRPC of this (the driver's) process
 
 
@@ -181,7 +183,8 @@ class DRPCSpout(NonTransactionalSpout):
                 why += " (the error it reported, if any, is in cluster.get_errors(topology))"
             self.drpc.finish(req, txid, error=why)
 
-    def success(self, txid: int) -> None:
+    def batch_processed(self, txid: int) -> None:
+        """The batch's tree is complete: its results are all in the LocalDRPC (sent before)."""
         req = self.requests.pop(txid, None)
         if req is not None:
             self.drpc.finish(req, txid, empty=json.dumps(self.empty_result, separators=(",", ":"), default=str))

@@ -171,6 +171,9 @@ class TridentState:
         StateUpdater emits (partition_persist). Processed in the commit's tuple tree: if it fails
         downstream, the commit is retried (the state skips or recomputes the txid) and the
         same values are emitted again."""
+        if self._node.params["mode"] == "update" and len(self._node.fields) == 1:
+            raise ValueError("new_values_stream() of a partition_persist: name the fields its StateUpdater emits, "
+                             "partition_persist(factory, fields, updater, function_fields)")
         return Stream(self._t, self._node)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -49,6 +50,20 @@ def test_tutorial_word_count_and_drpc_query(cluster_kwargs, engine, drpc):
     assert answers[-1] == "[[0]]"  # as Storm: a global Sum of no tuples is its zero
     words = sorted(TRUTH)
     assert word_counts.multi_get([[w] for w in words]) == [TRUTH[w] for w in words]
+
+
+def test_concurrent_requests_each_get_their_own_answer(cluster_kwargs, engine, drpc):
+    """One request per batch: the Sum of one request never includes another's words."""
+    topology, _ = build(drpc)
+    words = sorted(TRUTH)
+    queries = [" ".join(words[i:i + 1 + i % 4]) for i in range(0, 24, 2)]
+    with LocalCluster(**cluster_kwargs) as cluster:
+        cluster.submit_topology("tutorial", {}, topology)
+        cluster.wait_idle(timeout_secs=300)
+        with ThreadPoolExecutor(len(queries)) as pool:
+            answers = list(pool.map(lambda q: drpc.execute("words", q, timeout_secs=300), queries))
+    assert answers == [expected(q) for q in queries]
+    assert len(set(answers)) > 3  # the queries differ, and so do their answers
 
 
 class Explode(BaseFunction):
@@ -136,6 +151,14 @@ def test_a_state_fed_by_new_values_is_refused_at_build():
     counts.new_values_stream().group_by(["w"]).persistent_aggregate(MemoryMapState.factory("opaque"), Count(), ["n"])
     with pytest.raises(ValueError, match="new_values_stream"):
         t.build()
+
+
+def test_new_values_of_partition_persist_need_its_function_fields():
+    t = TridentTopology()
+    state = t.new_stream("s", FixedBatchSpout(["w"], 1, ["a"])).partition_persist(
+        MemoryMapState.factory("non-transactional"), ["w"], object())
+    with pytest.raises(ValueError, match="function_fields"):
+        state.new_values_stream()
 
 
 def test_a_drpc_stream_ending_in_a_state_is_refused_at_build(drpc):

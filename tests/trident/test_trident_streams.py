@@ -16,6 +16,7 @@ from squall.trident import (
     FilterNull,
     FixedBatchSpout,
     MemoryMapState,
+    StateUpdater,
     Sum,
     TridentTopology,
     TridentTuple,
@@ -161,6 +162,28 @@ def test_new_values_failing_downstream_retries_the_commit_and_emits_the_same_val
     records = [tuple(r) for r in read_json_lines(out)]
     assert [r for r in records if r[0] == "z"] == [("z", 1), ("z", 3)]
     assert set(records) == {("x", 1), ("y", 1), ("y", 2), ("z", 1), ("z", 3)}
+
+
+class PutLength(StateUpdater):
+    """partition_persist: stores each word's length and emits (word, length) as its new values."""
+
+    def update_state(self, state, tuples, collector):
+        state.multi_put([[t[0]] for t in tuples], [len(t[0]) for t in tuples])
+        for t in tuples:
+            collector.emit([t[0], len(t[0])])
+
+
+def test_new_values_of_partition_persist_are_what_its_updater_emits(cluster_kwargs, engine, tmp_path):
+    out = tmp_path / "new-values.jsonl"
+    t = TridentTopology()
+    state = (t.new_stream("s", FixedBatchSpout(["sentence"], 1, ["ab cde"], ["f"]))
+             .each(["sentence"], Split(), ["word"])
+             .partition_persist(MemoryMapState.factory("non-transactional"), ["word"], PutLength(), ["w", "n"]))
+    state.new_values_stream().filter(["w", "n"], Record(str(out)))
+    _, errors = run(cluster_kwargs, t.build())
+    assert errors == []
+    assert sorted(map(tuple, read_json_lines(out))) == [("ab", 2), ("cde", 3), ("f", 1)]
+    assert state.multi_get([["cde"], ["zz"]]) == [3, None]
 
 
 def test_filter_null(cluster_kwargs, engine):
