@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import secrets
 import threading
 from collections.abc import Callable
@@ -78,14 +79,20 @@ def _serve(conn: Connection) -> None:
     with conn:
         while True:
             try:
-                topic, args = conn.recv()
+                raw = conn.recv_bytes()
             except (EOFError, OSError):
                 return
             try:
+                topic, args = pickle.loads(raw)
                 reply = ("ok", _handle(topic, args))
             except Exception as e:  # noqa: BLE001 - sent back, raised in the caller
                 reply = ("error", f"{type(e).__name__}: {e}")
-            conn.send(reply)
+            try:
+                conn.send(reply)
+            except (EOFError, OSError):
+                return
+            except Exception as e:  # noqa: BLE001 - a reply that does not pickle
+                conn.send(("error", f"the reply does not pickle: {type(e).__name__}: {e}"))
 
 
 def _handle(topic: str, args: tuple) -> Any:
