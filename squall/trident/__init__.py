@@ -1,5 +1,6 @@
 """Exactly-once processing: Storm's Trident on squall (see ../shared/DESIGN.md, Exactly-once)."""
 
+from squall.trident.drpc import DRPCExecutionException, LocalDRPC
 from squall.trident.operations import (
     Aggregator,
     BaseAggregator,
@@ -7,6 +8,7 @@ from squall.trident.operations import (
     BaseFunction,
     CombinerAggregator,
     Count,
+    FilterNull,
     MapGet,
     QueryFunction,
     ReducerAggregator,
@@ -38,7 +40,8 @@ from squall.trident.state import (
 from squall.trident.topology import GroupedStream, Stream, TridentState, TridentTopology, guarantee
 
 __all__ = [
-    "Aggregator", "BaseAggregator", "BaseFilter", "BaseFunction", "CombinerAggregator", "Count", "FixedBatchSpout",
+    "Aggregator", "BaseAggregator", "BaseFilter", "BaseFunction", "CombinerAggregator", "Count",
+    "DRPCExecutionException", "FilterNull", "FixedBatchSpout", "LocalDRPC",
     "GroupedStream", "JsonLinesFileSpout", "MapGet", "MapState", "MemoryMapState", "NonTransactionalMap",
     "NonTransactionalSpout", "OpaqueMap", "OpaqueTransactionalSpout", "OpaqueValue", "PostgresMapState",
     "QueryFunction", "RedisMapState", "ReducerAggregator", "SQLiteMapState", "State", "StateUpdater", "Stream", "Sum",

@@ -20,6 +20,7 @@ from typing import Any
 
 from squall.api.components import Bolt
 from squall.trident.coordinator import COMMIT_STREAM
+from squall.trident.join import join_rows
 from squall.trident.operations import (
     BaseAggregator,
     CombinerAggregator,
@@ -39,7 +40,7 @@ class OpSpec:
 
 @dataclass
 class HeadSpec:
-    kind: str  # "aggregate" | "state_query"
+    kind: str  # "aggregate" | "state_query" | "join"
     group_idx: tuple[int, ...]
     idx: tuple[int, ...]
     names: tuple[str, ...]
@@ -126,9 +127,24 @@ def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> None:
             prep(conf, context)
 
 
+def for_engine(factory: Any, engine: str, conf: dict) -> Any:
+    """The state factory as tasks of `engine` use it: a memory state's dict stays in the driver
+    on Spark (unless squall.trident.memory.on.spark asks for executor-local dicts, which
+    nothing can read back: for benchmarks)."""
+    served = getattr(factory, "served_from_driver", None)
+    if engine == "spark" and served is not None and not conf.get("squall.trident.memory.on.spark"):
+        return served()
+    return factory
+
+
 class ProcessorBolt(Bolt):
     def __init__(self, segment: Segment):
         self.segment = segment
+
+    def check_engine(self, engine: str, conf: dict) -> None:
+        head = self.segment.head
+        if head is not None and head.factory is not None:
+            head.factory = for_engine(head.factory, engine, conf)
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(list(self.segment.out_fields))
@@ -157,7 +173,8 @@ class ProcessorBolt(Bolt):
         batch = values[0]
         seg = self.segment
         if seg.head is not None:
-            self.rows.setdefault(batch, []).append(values)
+            row = (seg.head.op.side_of(t.source_component), values) if seg.head.kind == "join" else values
+            self.rows.setdefault(batch, []).append(row)
             self._hold(t, batch)
             return
         rows = run_ops(seg.ops, [values])
@@ -212,6 +229,8 @@ class ProcessorBolt(Bolt):
         head = self.segment.head
         if head.kind == "aggregate":
             return aggregate_rows(head, batch, rows)
+        if head.kind == "join":
+            return join_rows(head.op, batch, rows)
         tts = [_tt(r, head) for r in rows]
         if self.state is None:
             self.state = head.factory.make_state(*self._where)
@@ -233,6 +252,7 @@ class StateSpec:
     names: tuple[str, ...]
     op: Any
     from_partials: bool = False
+    out_fields: tuple[str, ...] = ()  # set when new_values_stream() is used: "$batch", key..., value
 
 
 class StateBolt(Bolt):
@@ -242,19 +262,11 @@ class StateBolt(Bolt):
         self.spec = spec
 
     def declare_output_fields(self, declarer: Any) -> None:
-        pass
+        if self.spec.out_fields:
+            declarer.declare(list(self.spec.out_fields))
 
     def check_engine(self, engine: str, conf: dict) -> None:
-        from squall.trident.state.memory import MemoryStateFactory  # noqa: PLC0415
-
-        if engine == "spark" and isinstance(self.spec.factory, MemoryStateFactory) \
-                and not conf.get("squall.trident.memory.on.spark"):
-            raise ValueError(
-                "MemoryMapState keeps its data in the process that runs the state task; on the Spark engine "
-                "that is an executor's Python worker, so nothing could read it back. Use "
-                "SQLiteMapState.factory(path, kind), PostgresMapState or RedisMapState, or engine='local' (a "
-                "benchmark that never reads the state back may set squall.trident.memory.on.spark: True)."
-            )
+        self.spec.factory = for_engine(self.spec.factory, engine, conf)
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.c = collector
@@ -263,13 +275,18 @@ class StateBolt(Bolt):
         self._where = (dict(conf), context.this_task_index, n)
         self.state = None  # made on first use: a state holds a connection, never carried between waves
         self.pending: dict[Any, dict[tuple, Any]] = {}
+        self.new_values: tuple[int, list[list]] = (0, [])  # the last commit's new values, for a retried commit
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "state": None}
 
     def execute(self, t: Any) -> None:
         if t.source_stream == COMMIT_STREAM:
-            self._commit(t[0])
+            rows = self._commit(t[0])
+            if self.spec.out_fields:
+                batch = tuple(t[0])
+                for r in rows:
+                    self.c.emit([batch, *r], anchors=t)
             self.c.ack(t)
             return
         values = t.values
@@ -287,26 +304,20 @@ class StateBolt(Bolt):
                 pend.setdefault(key, []).append(_tt(values, spec))
         self.c.ack(t)
 
-    def _commit(self, batch: Any) -> None:
-        """Apply this batch's updates. Raising fails the commit tuple: the coordinator retries."""
+    def _commit(self, batch: Any) -> list[list]:
+        """Apply this batch's updates; returns the new values (key..., value rows). Raising fails
+        the commit tuple: the coordinator retries. A retry of a commit that went through (its
+        new values' stream failed downstream) gives the same new values again."""
         txid = batch[0]
+        if txid == self.new_values[0] and tuple(batch) not in self.pending:
+            return self.new_values[1]
         pend = self.pending.get(tuple(batch), {})
-        spec = self.spec
         if self.state is None:
-            self.state = spec.factory.make_state(*self._where)
+            self.state = self.spec.factory.make_state(*self._where)
         state = self.state
         state.begin_commit(txid)
         try:
-            if spec.mode == "update":
-                spec.op.update_state(state, pend.get((), []), TridentCollector())
-            elif pend:
-                keys = [list(k) for k in pend]
-                if spec.mode == "combine":
-                    agg = spec.op
-                    ups = [functools.partial(_combine_into, agg, v) for v in pend.values()]
-                else:
-                    ups = [functools.partial(_reduce_into, spec.op, ts) for ts in pend.values()]
-                state.multi_update(keys, ups)
+            rows = self._apply(state, pend)
             state.commit(txid)
         except BaseException:
             abort = getattr(state, "abort", None)
@@ -315,6 +326,24 @@ class StateBolt(Bolt):
             raise
         for b in [b for b in self.pending if b[0] <= txid]:
             del self.pending[b]
+        self.new_values = (txid, rows if self.spec.out_fields else [])
+        return rows
+
+    def _apply(self, state: Any, pend: dict[tuple, Any]) -> list[list]:
+        spec = self.spec
+        if spec.mode == "update":
+            c = TridentCollector()
+            spec.op.update_state(state, pend.get((), []), c)
+            return c.out
+        if not pend:
+            return []
+        keys = [list(k) for k in pend]
+        if spec.mode == "combine":
+            ups = [functools.partial(_combine_into, spec.op, v) for v in pend.values()]
+        else:
+            ups = [functools.partial(_reduce_into, spec.op, ts) for ts in pend.values()]
+        new = state.multi_update(keys, ups)
+        return [[*k, v] for k, v in zip(keys, new)]
 
     def cleanup(self) -> None:
         close = getattr(self.state, "close", None) if self.state is not None else None

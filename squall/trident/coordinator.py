@@ -197,6 +197,9 @@ class TridentSpoutExecutor(Spout):
             return
         if kind == "batch" and b.status == "emitted":
             b.status = "processed"
+            on_processed = getattr(self.spout, "batch_processed", None)
+            if on_processed is not None:  # e.g. the DRPC spout answers its request (as Storm, before the commit)
+                on_processed(txid)
         elif kind == "commit" and b.status == "committing" and msg_id[3] == b.commit_try:
             self.committed = txid
             self._put("committed", txid)
@@ -220,6 +223,9 @@ class TridentSpoutExecutor(Spout):
         if self.spout.kind == NON_TRANSACTIONAL:
             log.warning("trident %s: batch %d failed (%s); a non-transactional spout does not replay it",
                         self.name, txid, reason)
+            on_failed = getattr(self.spout, "batch_failed", None)
+            if on_failed is not None:  # e.g. the DRPC spout answers the request with the error
+                on_failed(txid, reason)
             b.status = "processed"  # commit it empty, to keep txids in order
             return
         log.warning("trident %s: batch %d failed (%s); replaying it as attempt %d", self.name, txid, reason,

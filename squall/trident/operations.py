@@ -170,3 +170,11 @@ class StateUpdater(Operation):
 
     def update_state(self, state: Any, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         raise NotImplementedError
+
+
+class FilterNull(BaseFilter):
+    """Storm's FilterNull: drops a tuple when any of its input fields is None (e.g. a MapGet
+    of a key the state does not hold)."""
+
+    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+        return all(v is not None for v in tuple.values)

@@ -2,67 +2,24 @@
 
 from __future__ import annotations
 
-import itertools
-import logging
-from dataclasses import dataclass, field
 from typing import Any
 
-from squall.api.topology import StormTopology, TopologyBuilder
-from squall.trident.bolts import HeadSpec, OpSpec, ProcessorBolt, Segment, StateBolt, StateSpec, TailSpec
-from squall.trident.coordinator import BATCH_FIELD, COMMIT_STREAM, TridentSpoutExecutor
+from squall.api.topology import StormTopology
+from squall.trident.compiler import Compiler, guarantee
+from squall.trident.coordinator import BATCH_FIELD
+from squall.trident.drpc import DRPCSpout
+from squall.trident.graph import Node, check_fields, names
 from squall.trident.operations import CombinerAggregator
-from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, TridentSpout
+from squall.trident.spouts import TridentSpout
 
-log = logging.getLogger("squall.trident")
+__all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology", "guarantee"]
 
-STREAMING = ("each", "filter", "project")
-PARTIAL = "$partial"
-
-
-def guarantee(spout_kind: str, state_kind: str) -> str:
-    """Storm's table: which spout and state kinds together give exactly-once."""
-    if (spout_kind == TRANSACTIONAL and state_kind in (TRANSACTIONAL, OPAQUE)) or \
-            (spout_kind == OPAQUE and state_kind == OPAQUE):
-        return "exactly-once"
-    if spout_kind == NON_TRANSACTIONAL:
-        return "at-most-once (a failed batch of a non-transactional spout is not replayed)"
-    if state_kind == "non-transactional":
-        return "at-least-once (a replayed batch is applied again to non-transactional state)"
-    return ("neither exactly-once nor at-least-once (an opaque spout's replayed batch may differ, and "
-            "transactional state skips keys it already holds for that txid)")
-
-
-@dataclass(eq=False)
-class _Node:
-    kind: str
-    parent: _Node | None
-    fields: tuple[str, ...]
-    params: dict[str, Any] = field(default_factory=dict)
-    children: list[_Node] = field(default_factory=list)
-    parallelism: int | None = None
-
-    def add(self, kind: str, fields: tuple[str, ...], **params: Any) -> _Node:
-        n = _Node(kind, self, fields, params)
-        self.children.append(n)
-        return n
-
-
-def _names(fields: Any) -> tuple[str, ...]:
-    if isinstance(fields, str):
-        return (fields,)
-    return tuple(fields)
-
-
-def _check_fields(have: tuple[str, ...], want: tuple[str, ...], what: str) -> None:
-    missing = [f for f in want if f not in have]
-    if missing:
-        raise ValueError(f"{what}: unknown field(s) {missing}; the stream has {list(have[1:])}")
 
 
 class Stream:
     """A stream of batches. Every operation returns a new Stream (or a TridentState)."""
 
-    def __init__(self, topology: TridentTopology, node: _Node):
+    def __init__(self, topology: TridentTopology, node: Node):
         self._t = topology
         self._node = node
 
@@ -74,13 +31,13 @@ class Stream:
         return Stream(self._t, self._node.add(kind, fields, **params))
 
     def each(self, fields: Any, function: Any, out_fields: Any = None) -> Stream:
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, f"each({list(fields)})")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, f"each({list(fields)})")
         if out_fields is None:
             if hasattr(function, "is_keep"):
                 return self.filter(fields, function)
             raise ValueError("each(fields, function, out_fields): out_fields names what the function emits")
-        out = _names(out_fields)
+        out = names(out_fields)
         clash = [f for f in out if f in self._node.fields]
         if clash:
             raise ValueError(f"each: output field(s) {clash} already exist in the stream")
@@ -89,13 +46,13 @@ class Stream:
     def filter(self, fields: Any, filter: Any = None) -> Stream:  # noqa: A002
         if filter is None:  # filter(filter): on all fields
             fields, filter = tuple(self._node.fields[1:]), fields
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, "filter")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, "filter")
         return self._new("filter", self._node.fields, in_fields=fields, op=filter)
 
     def project(self, fields: Any) -> Stream:
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, "project")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, "project")
         return self._new("project", (BATCH_FIELD, *fields), in_fields=(BATCH_FIELD, *fields))
 
     def parallelism_hint(self, n: int) -> Stream:
@@ -109,23 +66,23 @@ class Stream:
         return self._new("repartition", self._node.fields, grouping=("shuffle",))
 
     def partition_by(self, fields: Any) -> Stream:
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, "partition_by")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, "partition_by")
         return self._new("repartition", self._node.fields, grouping=("fields", fields))
 
     def global_(self) -> Stream:
         return self._new("repartition", self._node.fields, grouping=("global",))
 
     def group_by(self, fields: Any) -> GroupedStream:
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, "group_by")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, "group_by")
         return GroupedStream(self, fields)
 
     def _agg(self, group: tuple[str, ...], fields: Any, agg: Any, out_fields: Any, partition: bool) -> Stream:
         if out_fields is None:  # aggregate(agg, out_fields): every field is input
             fields, agg, out_fields = tuple(self._node.fields[1:]), fields, agg
-        fields, out = _names(fields), _names(out_fields)
-        _check_fields(self._node.fields, fields, "aggregate")
+        fields, out = names(fields), names(out_fields)
+        check_fields(self._node.fields, fields, "aggregate")
         return self._new("aggregate", (BATCH_FIELD, *group, *out), group=group, in_fields=fields, op=agg,
                          partition=partition)
 
@@ -139,13 +96,13 @@ class Stream:
         if c is None:  # persistent_aggregate(factory, agg, out_fields)
             fields, agg, out = tuple(self._node.fields[1:]), a, b
         else:
-            fields, agg, out = _names(a), b, c
-        _check_fields(self._node.fields, fields, "persistent_aggregate")
+            fields, agg, out = names(a), b, c
+        check_fields(self._node.fields, fields, "persistent_aggregate")
         mode = "combine" if isinstance(agg, CombinerAggregator) else "reduce"
         if not hasattr(agg, "combine") and not hasattr(agg, "reduce"):
             raise TypeError("persistent_aggregate needs a CombinerAggregator (init/combine/zero, e.g. Count, Sum) "
                             f"or a ReducerAggregator (init/reduce); got {type(agg).__name__}")
-        node = self._node.add("state", (BATCH_FIELD, *group, *_names(out)), group=group, in_fields=fields, op=agg,
+        node = self._node.add("state", (BATCH_FIELD, *group, *names(out)), group=group, in_fields=fields, op=agg,
                               factory=factory, mode=mode)
         return TridentState(self._t, node)
 
@@ -154,15 +111,15 @@ class Stream:
         return self._persist((), factory, a, b, c)
 
     def partition_persist(self, factory: Any, fields: Any, updater: Any, function_fields: Any = None) -> TridentState:
-        fields = _names(fields)
-        _check_fields(self._node.fields, fields, "partition_persist")
-        node = self._node.add("state", self._node.fields, group=None, in_fields=fields, op=updater,
-                              factory=factory, mode="update")
+        fields = names(fields)
+        check_fields(self._node.fields, fields, "partition_persist")
+        out = (BATCH_FIELD, *names(function_fields)) if function_fields else (BATCH_FIELD,)
+        node = self._node.add("state", out, group=None, in_fields=fields, op=updater, factory=factory, mode="update")
         return TridentState(self._t, node)
 
     def state_query(self, state: TridentState, fields: Any, function: Any, out_fields: Any) -> Stream:
-        fields, out = _names(fields), _names(out_fields)
-        _check_fields(self._node.fields, fields, "state_query")
+        fields, out = names(fields), names(out_fields)
+        check_fields(self._node.fields, fields, "state_query")
         return self._new("state_query", self._node.fields + out, in_fields=fields, op=function,
                          factory=state.factory)
 
@@ -188,7 +145,7 @@ class GroupedStream:
 class TridentState:
     """A state that batches update; `multi_get(keys)` reads the committed values."""
 
-    def __init__(self, topology: TridentTopology, node: _Node):
+    def __init__(self, topology: TridentTopology, node: Node):
         self._t = topology
         self._node = node
 
@@ -210,13 +167,20 @@ class TridentState:
                 close()
 
     def new_values_stream(self) -> Stream:
-        raise NotImplementedError("new_values_stream is not supported yet")
+        """The values each batch's commit wrote: key..., value (persistent_aggregate) or what a
+        StateUpdater emits (partition_persist). Processed in the commit's tuple tree: if it fails
+        downstream, the commit is retried (the state skips or recomputes the txid) and the
+        same values are emitted again."""
+        if self._node.params["mode"] == "update" and len(self._node.fields) == 1:
+            raise ValueError("new_values_stream() of a partition_persist: name the fields its StateUpdater emits, "
+                             "partition_persist(factory, fields, updater, function_fields)")
+        return Stream(self._t, self._node)
 
 
 class TridentTopology:
     def __init__(self) -> None:
-        self._spouts: list[tuple[str, TridentSpout, _Node]] = []
-        self._ids = itertools.count()
+        self._spouts: list[tuple[str, TridentSpout, Node]] = []
+        self._drpcs: list[tuple[Node, str, str, Any]] = []
 
     def new_stream(self, txid: str, spout: TridentSpout) -> Stream:
         if any(name == txid for name, _, _ in self._spouts):
@@ -224,126 +188,80 @@ class TridentTopology:
         if not hasattr(spout, "get_output_fields"):
             raise TypeError(f"new_stream needs a Trident spout (FixedBatchSpout, TransactionalSpout, ...), "
                             f"got {type(spout).__name__}")
-        node = _Node("spout", None, (BATCH_FIELD, *spout.get_output_fields()))
+        node = Node("spout", None, (BATCH_FIELD, *spout.get_output_fields()))
         self._spouts.append((txid, spout, node))
         return Stream(self, node)
 
-    # -- compilation --------------------------------------------------------------------------
+    def new_drpc_stream(self, function: str, drpc: Any) -> Stream:
+        """Storm's newDRPCStream: a stream of one field, "args", one request per batch; its last
+        operation's tuples are the answer `drpc.execute(function, args)` returns, as JSON."""
+        if not isinstance(function, str) or not function:
+            raise ValueError(f"new_drpc_stream(function, drpc): function is a non-empty name, got {function!r}")
+        name = f"drpc-{function}"
+        if any(n == name for n, _, _ in self._spouts):
+            raise ValueError(f"a DRPC stream for function {function!r} already exists in this topology")
+        stream = self.new_stream(name, DRPCSpout(function, drpc))
+        self._drpcs.append((stream._node, name, function, drpc))
+        return stream
+
+    def merge(self, *streams: Stream) -> Stream:
+        """One stream of the tuples of all `streams` (same number of fields; named as the first's)."""
+        streams = _flatten(streams)
+        if len(streams) < 2:
+            raise ValueError(f"merge needs at least two streams, got {len(streams)}")
+        _same_batches("merge", streams)
+        width = len(streams[0].fields)
+        for s in streams[1:]:
+            if len(s.fields) != width:
+                raise ValueError(f"merge: every stream needs {width} fields like the first ({streams[0].fields}); "
+                                 f"one has {s.fields}. Use .project(...) to line them up")
+        return self._multi("merge", streams, streams[0]._node.fields, {})
+
+    def join(self, s1: Stream, fields1: Any, s2: Stream, fields2: Any, out_fields: Any) -> Stream:
+        """Inner join of two streams within each batch, on fields1 == fields2. Output fields:
+        the join fields, then s1's other fields, then s2's (named by `out_fields`)."""
+        fields1, fields2, out = names(fields1), names(fields2), names(out_fields)
+        _same_batches("join", [s1, s2])
+        check_fields(s1._node.fields, fields1, "join (first stream)")
+        check_fields(s2._node.fields, fields2, "join (second stream)")
+        if len(fields1) != len(fields2) or not fields1:
+            raise ValueError(f"join: give as many join fields for each stream, at least one; got {list(fields1)} "
+                             f"and {list(fields2)}")
+        width = len(s1.fields) + len(s2.fields) - len(fields2)
+        if len(out) != width or len(set(out)) != len(out):
+            raise ValueError(f"join: out_fields names the {width} distinct output fields: the join fields, then "
+                             f"{[f for f in s1.fields if f not in fields1]} of the first stream, then "
+                             f"{[f for f in s2.fields if f not in fields2]} of the second; got {list(out)}")
+        return self._multi("join", [s1, s2], (BATCH_FIELD, *out), {"keys": (fields1, fields2)})
+
+    def _multi(self, kind: str, streams: list[Stream], fields: tuple[str, ...], params: dict) -> Stream:
+        parents = tuple(s._node for s in streams)
+        node = Node(kind, parents[0], fields, params, parents=parents)
+        for p in parents:
+            p.children.append(node)
+        return Stream(self, node)
 
     def build(self) -> StormTopology:
-        b = TopologyBuilder()
-        for txid, spout, node in self._spouts:
-            states = [n for n in _walk(node) if n.kind in ("state",)]
-            factories = [n.params["factory"] for n in states]
-            for n in states:
-                g = guarantee(spout.kind, n.params["factory"].kind)
-                if g != "exactly-once":
-                    log.warning("trident stream %r: %s spout into %s state gives %s", txid, spout.kind,
-                                n.params["factory"].kind, g)
-            meta = next((f for f in factories if hasattr(f, "meta_store")), None)
-            b.set_spout(txid, TridentSpoutExecutor(txid, spout, meta))
-            self._commit_targets: list[str] = []
-            for child in node.children:
-                self._start(b, txid, child, txid, ("shuffle",), False)
-        return b.create_topology()
-
-    def _subscribe(self, decl: Any, upstream: str, grouping: tuple) -> None:
-        kind = grouping[0]
-        if kind == "fields":
-            decl.fields_grouping(upstream, list(grouping[1]))
-        else:
-            getattr(decl, f"{kind}_grouping")(upstream)
-
-    def _grouping_for(self, child: _Node, partials: bool) -> tuple:
-        if child.kind == "repartition":
-            return child.params["grouping"]
-        if child.kind in ("aggregate", "state"):
-            group = child.params.get("group")
-            if child.kind == "aggregate" and child.params.get("partition"):
-                return ("local_or_shuffle",)
-            if child.kind == "state" and child.params["mode"] == "update":
-                return ("local_or_shuffle",)
-            return ("fields", group) if group else ("global",)
-        return ("local_or_shuffle",)
-
-    def _start(self, b: TopologyBuilder, txid: str, node: _Node, upstream: str, grouping: tuple,
-               partials: bool) -> None:
-        if node.kind == "repartition":
-            for child in node.children:
-                self._start(b, txid, child, upstream, node.params["grouping"], False)
-            return
-        if node.kind == "state":
-            self._state_bolt(b, txid, node, upstream, grouping, partials)
-            return
-        fields_in = node.parent.fields
-        seg = Segment()
-        par = node.parallelism
-        if node.kind == "aggregate":
-            p = node.params
-            group = p["group"]
-            seg.head = HeadSpec("aggregate", tuple(range(1, 1 + len(group))) if partials else _idx(fields_in, group),
-                                _idx(fields_in, p["in_fields"]) if not partials else (),
-                                p["in_fields"], p["op"], from_partials=partials)
-            if not group and not p["partition"]:
-                par = 1
-        elif node.kind == "state_query":
-            p = node.params
-            seg.head = HeadSpec("state_query", (), _idx(fields_in, p["in_fields"]), p["in_fields"], p["op"],
-                                factory=p["factory"])
-        else:
-            seg.ops.append(_op(node))
-        cur = node
-        while len(cur.children) == 1 and cur.children[0].kind in STREAMING:
-            cur = cur.children[0]
-            seg.ops.append(_op(cur))
-            par = cur.parallelism or par
-        seg.out_fields = cur.fields
-        children = cur.children
-        tail_child = None
-        if len(children) == 1 and children[0].kind in ("aggregate", "state") \
-                and isinstance(children[0].params.get("op"), CombinerAggregator) \
-                and not children[0].params.get("partition") and children[0].params.get("mode", "combine") == "combine":
-            c = children[0]
-            group = c.params["group"] or ()
-            seg.tail = TailSpec(_idx(cur.fields, group), _idx(cur.fields, c.params["in_fields"]),
-                                c.params["in_fields"], c.params["op"])
-            seg.out_fields = (BATCH_FIELD, *group, PARTIAL)
-            tail_child = c
-        comp = f"{txid}-b{next(self._ids)}"
-        self._subscribe(b.set_bolt(comp, ProcessorBolt(seg), par or 1), upstream, grouping)
-        for child in children:
-            self._start(b, txid, child, comp, self._grouping_for(child, child is tail_child), child is tail_child)
-
-    def _state_bolt(self, b: TopologyBuilder, txid: str, node: _Node, upstream: str, grouping: tuple,
-                    partials: bool) -> None:
-        p = node.params
-        fields_in = node.parent.fields
-        group = p["group"] or ()
-        if partials:
-            spec = StateSpec(p["factory"], "combine", tuple(range(1, 1 + len(group))), (), p["in_fields"], p["op"],
-                             from_partials=True)
-        else:
-            spec = StateSpec(p["factory"], p["mode"], _idx(fields_in, group), _idx(fields_in, p["in_fields"]),
-                             p["in_fields"], p["op"])
-        par = 1 if (p["mode"] != "update" and not group) else (node.parallelism or 1)
-        comp = f"{txid}-state{next(self._ids)}"
-        decl = b.set_bolt(comp, StateBolt(spec), par)
-        self._subscribe(decl, upstream, grouping)
-        decl.all_grouping(txid, stream=COMMIT_STREAM)
+        return Compiler(self._spouts, self._drpcs).build()
 
 
-def _idx(fields: tuple[str, ...], names: tuple[str, ...] | None) -> tuple[int, ...]:
-    return tuple(fields.index(n) for n in (names or ()))
+def _flatten(streams: tuple) -> list[Stream]:
+    if len(streams) == 1 and isinstance(streams[0], (list, tuple)):
+        streams = tuple(streams[0])
+    for s in streams:
+        if not isinstance(s, Stream):
+            raise TypeError(f"merge/join take Trident streams, got {type(s).__name__}")
+    return list(streams)
 
 
-def _op(node: _Node) -> OpSpec:
-    fields_in = node.parent.fields
-    names = node.params["in_fields"]
-    return OpSpec(node.kind, _idx(fields_in, names), names, node.params.get("op"))
-
-
-def _walk(node: _Node) -> list[_Node]:
-    out = [node]
-    for c in node.children:
-        out.extend(_walk(c))
-    return out
+def _same_batches(what: str, streams: list[Stream]) -> None:
+    """Batches are per Trident spout (each has its own txids), so a merge or join works on
+    streams of one spout."""
+    roots = {id(s._node.root): s for s in streams}
+    if len({id(s._node) for s in streams}) != len(streams):
+        raise ValueError(f"{what}: the same stream is given twice; to use it twice, give one copy its own "
+                         "operation first (e.g. .project(...))")
+    if len(roots) > 1:
+        raise ValueError(f"{what}: the streams come from different spouts ({len(roots)}); squall runs each "
+                         "Trident spout's batches with their own txids, so only streams of one spout (e.g. "
+                         "branches of one new_stream) can be merged or joined")

@@ -254,15 +254,6 @@ def test_guarantee_warning(caplog, spout_kind, state_kind, expect, tmp_path):
         assert len(msgs) == 1 and expect in msgs[0] and spout_kind in msgs[0] and state_kind in msgs[0]
 
 
-def test_memory_state_refused_on_spark(spark_session):
-    t = TridentTopology()
-    t.new_stream("s", FixedBatchSpout(["n"], 1, [1])).persistent_aggregate(MemoryMapState.factory("opaque"),
-                                                                           Count(), ["c"])
-    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
-        with pytest.raises(ValueError, match="SQLiteMapState"):
-            cluster.submit_topology("t", {}, t.build())
-
-
 def test_bad_stream_definitions():
     t = TridentTopology()
     s = t.new_stream("s", FixedBatchSpout(["sentence"], 1, ["a"]))
