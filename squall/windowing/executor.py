@@ -151,7 +151,8 @@ class WindowedBoltExecutor(Bolt):
 
     def _fire_due(self, now: int) -> None:
         """Processing time: fire every time trigger due at or before `now`."""
-        interval, length = self.spec.interval.millis, self.spec.length.millis
+        interval = self.spec.interval.millis
+        length = None if isinstance(self.spec.length, Count) else self.spec.length.millis
         self.store.consolidate()
         while self.next_ref is not None and self.next_ref <= now:
             due = skip_empty_dues(self.store, self.next_ref, interval, length, now)

@@ -78,11 +78,11 @@ def earliest_after(store: HeldStore, after: int | None, upto: int) -> int | None
     return int(store.ts[m].min()) if m.any() else None
 
 
-def skip_empty_dues(store: HeldStore, due: int, interval: int, length: int, now: int) -> int:
+def skip_empty_dues(store: HeldStore, due: int, interval: int, length: int | None, now: int) -> int:
     """Processing time: the next trigger time worth firing at or after `due`, skipping triggers
     whose windows would be empty (after a long idle time), so catching up costs no loop per interval."""
     alive = _alive(store)
-    ts = store.ts[alive & (store.ts >= due - length)]
+    ts = store.ts[alive & (store.ts >= due - length)] if length is not None else store.ts[alive]
     if not len(ts):
         if due > now:
             return due

@@ -35,7 +35,7 @@ class Sink(Bolt):
         pass
 
     def execute(self, t):
-        if self.fail_ids & set(t[0]):
+        if self.fail_ids and self.fail_ids & set(t[0]):
             self.collector.fail(t)
         else:
             self.collector.ack(t)
