@@ -201,7 +201,7 @@ class StormTopology:
             declarer.streams = s.streams
             if fields:
                 hook(declarer, fields)
-            s.obj.check_topology(s.conf)  # e.g. the window must fit the (default) message timeout
+            s.obj.check_topology(s.conf, s.inputs, self.specs)  # e.g. the window must fit the message timeout
 
     def _validate(self) -> None:
         if not any(s.is_spout for s in self.specs.values()):

@@ -91,9 +91,10 @@ class WindowSpec:
         if self.watermark_interval.millis <= 0:
             raise InvalidTopologyException(f"{where}: the watermark interval must be > 0 ms")
 
-    def check_conf(self, component: str, conf: dict) -> None:
+    def check_conf(self, component: str, conf: dict, spout_tasks: int | None = None) -> None:
         """Storm's submit-time checks: a window must fit in the message timeout (its tuples are
-        held that long), and a count window must fit in max spout pending (else it never fills)."""
+        held that long), and a count window fed straight by spouts (`spout_tasks` of them) must
+        fit in what they may have pending, else it never fills."""
         where = f"windowed bolt {component!r}"
         timeout = conf.get("topology.message.timeout.secs", 30)
         if conf.get("topology.enable.message.timeouts", True) and timeout is not None:
@@ -105,10 +106,11 @@ class WindowSpec:
                     "raise the timeout or shorten the window")
         pending = conf.get("topology.max.spout.pending")
         counts = sum(v.value for v in (self.length, self.interval) if isinstance(v, Count))
-        if pending and counts > int(pending):
+        if pending and spout_tasks and counts > int(pending) * spout_tasks:
             raise InvalidTopologyException(
-                f"{where}: window length + sliding interval = {counts} tuples exceeds topology.max.spout.pending = "
-                f"{pending}, so the window could never fill; raise max spout pending or shorten the window")
+                f"{where}: window length + sliding interval = {counts} tuples exceeds what its {spout_tasks} spout "
+                f"task(s) may have pending (topology.max.spout.pending = {pending} each), so the window could never "
+                "fill; raise max spout pending or shorten the window")
 
 
 def _size(v: Count | Duration) -> float:

@@ -45,6 +45,7 @@ class WindowedBoltExecutor(Bolt):
         self.stream_ts: dict[tuple[str, str], int] = {}  # event time: newest timestamp per input stream
         self.watermark: int | None = None
         self.next_watermark_at: float | None = None  # wave time (secs) of the next watermark
+        self.spout_tasks: int | None = None  # spout tasks feeding it, when only spouts do
 
     # -- component ------------------------------------------------------------------------
 
@@ -65,12 +66,17 @@ class WindowedBoltExecutor(Bolt):
     def get_component_configuration(self) -> dict | None:
         return self.bolt.get_component_configuration()
 
-    def check_topology(self, conf: dict) -> None:
-        """At create_topology: the checks that need only the component's own conf."""
-        self.spec.check_conf(self.component, conf)
+    def check_topology(self, conf: dict, inputs: list, specs: dict) -> None:
+        """At create_topology: the window must fit the (default or component) message timeout.
+        Fed by spouts only, each window tuple is one pending spout tuple: remember how many
+        spout tasks feed it, for the max-spout-pending check at submit."""
+        sources = [specs.get(i.source) for i in inputs]
+        if sources and all(s is not None and s.is_spout for s in sources):
+            self.spout_tasks = sum(s.parallelism for s in {id(s): s for s in sources}.values())
+        self.spec.check_conf(self.component, conf, self.spout_tasks)
 
     def check_engine(self, engine: str, conf: dict) -> None:
-        self.spec.check_conf(self.component, conf)
+        self.spec.check_conf(self.component, conf, self.spout_tasks)
         self.bolt.check_engine(engine, conf)
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:

@@ -53,7 +53,8 @@ def test_window_longer_than_the_message_timeout_is_refused():
 def test_count_window_beyond_max_spout_pending_is_refused():
     topology = build(Recorder().with_window(Count(100), Count(10))).create_topology()
     with LocalCluster(engine="local", simulated_time=True) as cluster:
-        with pytest.raises(InvalidTopologyException, match="110 tuples exceeds topology.max.spout.pending = 50"):
+        with pytest.raises(InvalidTopologyException,
+                           match=r"110 tuples exceeds what its 1 spout task\(s\) may have pending"):
             cluster.submit_topology("w", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 50}, topology)
 
 
