@@ -29,19 +29,24 @@ WINDOW, INTERVAL = 10_000, 1_000
 
 
 class TopWords(BaseWindowedBolt):
-    """Emits [top words, window size] for each window (values only: no Tuple objects made)."""
+    """Emits [top words, window size] for each window. Counts are kept up to date from each
+    window's new and expired tuples (every word of this sliding window is in some window), and
+    read as values only, so no Tuple objects are made."""
 
     def __init__(self, top: int = 3):
         self.top = top
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.collector = collector
+        self.counts: Counter = Counter()
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["top", "size"])
 
     def execute(self, window: Any) -> None:
-        counts = Counter(v[0] for v in window.values())
+        counts = self.counts
+        counts.update(v[0] for v in window.new_values())
+        counts.subtract(v[0] for v in window.expired_values())
         self.collector.emit([counts.most_common(self.top), len(window)])  # anchored to the whole window
 
 

@@ -46,6 +46,9 @@ class WindowedBoltExecutor(Bolt):
         self.watermark: int | None = None
         self.next_watermark_at: float | None = None  # wave time (secs) of the next watermark
         self.spout_tasks: int | None = None  # spout tasks feeding it, when only spouts do
+        # processing time with a count trigger: fire every this many tuples (0: another kind)
+        self._count_every = 0 if spec.event_time or not isinstance(spec.interval, Count) else spec.interval.value
+        self._wave_secs, self._wave_ms_v = -1.0, 0
 
     # -- component ------------------------------------------------------------------------
 
@@ -93,7 +96,22 @@ class WindowedBoltExecutor(Bolt):
     def _now_ms(self) -> int:
         return int(round(self.context.wave_time * 1000))
 
+    def _wave_ms(self) -> int:
+        """`_now_ms`, computed once per wave."""
+        wt = self.context.wave_time
+        if wt != self._wave_secs:
+            self._wave_secs, self._wave_ms_v = wt, int(round(wt * 1000))
+        return self._wave_ms_v
+
     def execute(self, t: Tuple) -> None:  # noqa: A002
+        every = self._count_every
+        if every and t._b.component != "__system":  # the hot path: processing time, count trigger
+            self.count += 1
+            self.store.add(t, self.count, self._wave_ms())
+            if self.count - self.fired_count >= every:
+                self.fired_count = self.count
+                self._fire(self._now_ms(), count_trigger=True)
+            return
         if t.source_component == "__system":  # a tick: not held, only a chance to fire what is due
             self._out.ack(t)
             self.finish_wave()

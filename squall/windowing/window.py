@@ -43,8 +43,19 @@ class TupleWindow:
 
     def values(self) -> list[list]:
         """Just the values of every tuple in the window (no Tuple objects: cheaper)."""
+        return self._values(self._rows)
+
+    def new_values(self) -> list[list]:
+        """The values of `get_new()`, without making Tuple objects."""
+        return self._values(self._new)
+
+    def expired_values(self) -> list[list]:
+        """The values of `get_expired()`, without making Tuple objects."""
+        return self._values(self._expired)
+
+    def _values(self, rows: np.ndarray) -> list[list]:
         vals = self._store.values
-        return [vals[r] for r in self._rows.tolist()]
+        return [vals[r] for r in rows.tolist()]
 
     def row_of(self, t: Any) -> int | None:
         """The store row of a Tuple this window made (None: not one of them)."""
