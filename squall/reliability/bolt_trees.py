@@ -28,7 +28,7 @@ from squall.reliability.anchoring import (
 )
 from squall.reliability.emits import EmitIndex
 from squall.reliability.held import HeldRows, HeldStore
-from squall.reliability.ids import edge_id_int, mix64_int
+from squall.reliability.ids import edge_ids, mix64_int, row_keys
 from squall.reliability.pending import FailReason
 
 _U64 = np.uint64
@@ -96,23 +96,27 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
                        ct: np.ndarray, exec_key: np.ndarray, ords: np.ndarray) -> Contributions:
-    """Edges for anchors received in an earlier batch or wave (held tuples): a Python loop,
-    since they are few; their out ack value lives on the Tuple itself."""
-    child, root, val = [], [], []
-    for j, a in foreign:
-        roots, vals = a._b.anchors_of(a._i)
-        if not len(roots):
-            continue
-        ka = mix64_int(int(roots[0]) ^ mix64_int(int(vals[0])))
-        ek, od = int(exec_key[j]), int(ords[j])
-        for c in range(int(cstart[j]), int(cstart[j] + ccount[j])):
-            e = edge_id_int(ka, ek, od, int(ct[c]))
-            a._out ^= e
-            for r in roots.tolist():
-                child.append(c)
-                root.append(r)
-                val.append(e)
-    return Contributions(np.array(child, _I64), np.array(root, _U64), np.array(val, _U64))
+    """Edges for anchors received in an earlier batch or wave (held tuples): one Python step per
+    anchor to read its roots, then numpy for every (anchor, child) edge; the XOR of each anchor's
+    edges goes into its out value, which lives on the Tuple itself."""
+    held = [(j, a, *a._b.anchors_of(a._i)) for j, a in foreign]
+    held = [h for h in held if len(h[2])]
+    if not held:
+        return Contributions(np.zeros(0, _I64), np.zeros(0, _U64), np.zeros(0, _U64))
+    js = np.fromiter((h[0] for h in held), _I64, len(held))
+    rcount = np.fromiter((len(h[2]) for h in held), _I64, len(held))
+    roots = np.concatenate([h[2] for h in held]).astype(_U64)
+    vals = np.concatenate([h[3] for h in held]).astype(_U64)
+    roff = np.cumsum(rcount) - rcount
+    ka = row_keys(roots[roff], vals[roff])
+    grp, child = expand(cstart[js], ccount[js])  # one edge per (anchor, child of its emit)
+    e = edge_ids(ka[grp], exec_key[js][grp], ords[js][grp], ct[child])
+    out = np.zeros(len(held), _U64)
+    np.bitwise_xor.at(out, grp, e)
+    for h, o in zip(held, out.tolist()):
+        h[1]._out ^= o
+    g2, pos = expand(roff[grp], rcount[grp])  # and every root of the anchor gets it
+    return Contributions(child[g2], roots[pos], e[g2])
 
 
 def store_anchor_edges(h: HeldRows, children: np.ndarray, ct: np.ndarray, exec_key: int,
