@@ -42,7 +42,6 @@ def say(*a: Any) -> None:
 
 
 def load_example() -> Any:
-    sys.path.insert(0, str(ROOT / "examples"))
     spec = importlib.util.spec_from_file_location("windowed_wordcount", ROOT / "examples" / "windowed_wordcount.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

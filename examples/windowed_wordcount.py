@@ -1,6 +1,6 @@
 """Windowed word count: the most frequent words of the last 10,000 words, every 1,000 words.
 
-    sentences (RandomSentenceSpout) --shuffle--> split (SplitSentence) --global--> top (TopWords)
+    sentences (SentenceSpout) --shuffle--> split (SplitSentence) --global--> top (TopWords) --> report
 
 `TopWords` is a windowed bolt (squall.windowing): a sliding count window of 10,000 words that
 fires every 1,000. Its emit is anchored to every word of the window, and each word is acked as
@@ -14,18 +14,63 @@ Run it:
 
 from __future__ import annotations
 
+import random
 import sys
-from collections import Counter
-from pathlib import Path
+from collections import Counter, deque
 from typing import Any
 
-from squall import Bolt, Config, StormTopology, TopologyBuilder
+from squall import BasicBolt, Bolt, Config, Spout, StormTopology, TopologyBuilder
 from squall.windowing import BaseWindowedBolt, Count
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wordcount import RandomSentenceSpout, SplitSentence  # noqa: E402 - the word stream of examples/wordcount.py
-
 WINDOW, INTERVAL = 10_000, 1_000
+WORDS = ("the quick brown fox jumps over lazy dog storm spark stream tuple bolt spout acker tree anchor replay "
+         "wave batch cluster driver worker task field shuffle group count split word").split()
+
+
+class SentenceSpout(Spout):
+    """Random sentences (5 to 12 words), each with a msg id; a failed one is emitted again.
+    `limit`: at most this many new sentences (None: no end)."""
+
+    def __init__(self, limit: int | None = None, seed: int = 42):
+        self.limit = limit
+        self.seed = seed
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.rng = random.Random(self.seed + context.this_task_index)
+        self.pending: dict[int, str] = {}
+        self.replay: deque[int] = deque()
+        self.emitted = 0
+
+    def next_tuple(self) -> None:
+        if self.replay:
+            msg_id = self.replay.popleft()
+            self.collector.emit([self.pending[msg_id]], msg_id=msg_id)
+        elif self.limit is None or self.emitted < self.limit:
+            msg_id, self.emitted = self.emitted, self.emitted + 1
+            self.pending[msg_id] = " ".join(self.rng.choices(WORDS, k=self.rng.randint(5, 12)))
+            self.collector.emit([self.pending[msg_id]], msg_id=msg_id)
+
+    def ack(self, msg_id: Any) -> None:
+        self.pending.pop(msg_id, None)
+
+    def fail(self, msg_id: Any, reason: Any = None) -> None:
+        if msg_id in self.pending:
+            self.replay.append(msg_id)
+
+
+class SplitSentence(BasicBolt):
+    """One tuple per word (anchored to the sentence, acked by BasicBolt)."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word"])
+
+    def execute(self, tuple: Any, collector: Any) -> None:  # noqa: A002
+        for word in tuple[0].split():
+            collector.emit([word])
 
 
 class TopWords(BaseWindowedBolt):
@@ -68,7 +113,7 @@ class Report(Bolt):
 def build_topology(parallelism: int = 2, limit: int | None = None, window: int = WINDOW,
                    interval: int = INTERVAL) -> StormTopology:
     builder = TopologyBuilder()
-    builder.set_spout("sentences", RandomSentenceSpout(limit=limit), parallelism=1)
+    builder.set_spout("sentences", SentenceSpout(limit=limit), parallelism=1)
     builder.set_bolt("split", SplitSentence(), parallelism=parallelism).shuffle_grouping("sentences")
     builder.set_bolt("top", TopWords().with_window(Count(window), Count(interval))).global_grouping("split")
     builder.set_bolt("report", Report()).shuffle_grouping("top")

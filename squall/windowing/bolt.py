@@ -40,12 +40,12 @@ class BaseWindowedBolt(Component):
 
     def with_window(self, length: Count | Duration, sliding_interval: Count | Duration | None = None
                     ) -> BaseWindowedBolt:
-        """A sliding window of `length`, fired every `sliding_interval` (default: every tuple for a
-        Count window, as Storm; a Duration window without an interval is tumbling)."""
+        """A sliding window of `length`, fired every `sliding_interval` (default, as Storm: every
+        tuple, `Count(1)`, for Count and Duration windows alike)."""
         spec = self.window_spec
         spec.length = _length(length, "the window length")
         if sliding_interval is None:
-            sliding_interval = Count(1) if isinstance(length, Count) else length
+            sliding_interval = Count(1)
         spec.interval = _length(sliding_interval, "the sliding interval")
         return self
 

@@ -5,7 +5,6 @@ both engines agree."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +14,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load():
-    sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location("windowed_wordcount", EXAMPLES / "windowed_wordcount.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

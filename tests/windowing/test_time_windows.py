@@ -118,3 +118,17 @@ def test_late_tuple_without_late_stream_is_acked_and_dropped(cluster_kwargs):
         cluster.advance_time(1)
         feed_at(cluster, spout, [["c", 12000]])
         assert [w[0] for w in windows(cluster)] == [["a"], ["b"]]  # "old" is in no window
+
+
+def test_time_window_without_interval_slides_with_every_tuple(cluster_kwargs):
+    bolt = Recorder().with_window(Duration(10))  # as Storm: a window at every tuple
+    cluster, spout, tracker = windowed_cluster(cluster_kwargs, bolt, sink=Sink())
+    with cluster:
+        feed_at(cluster, spout, [["a"]])
+        cluster.advance_time(4)
+        feed_at(cluster, spout, [["b"]])
+        cluster.advance_time(7)
+        feed_at(cluster, spout, [["c"]])
+        assert [w[:3] for w in windows(cluster)] == [
+            [["a"], ["a"], []], [["a", "b"], ["b"], []], [["b", "c"], ["c"], ["a"]]]
+        assert sorted(tracker.acked) == ["a"]
