@@ -103,3 +103,9 @@ def test_ack_and_fail_settle_each_row_once():
     assert fails[0][1] == "why" and sorted(fails[0][0].tolist()) == sorted(store.root[[0, 1]].tolist())
     store.release()
     assert len(store) == 18 and len(store.off) == 19  # 20 held (every third row is not), 2 failed
+
+
+def test_a_held_row_costs_at_most_64_bytes_beyond_its_values():
+    store, _ = held([batch(30_000, 6, roots_per_row=(1,))])
+    assert len(store) == 20_000
+    assert store.nbytes() / len(store) <= 64
