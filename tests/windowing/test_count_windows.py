@@ -64,3 +64,25 @@ def test_a_window_emit_keeps_its_tuples_pending_until_the_child_is_acked(cluster
         feed(cluster, spout, range(1, 5))
         assert len(windows(cluster)) == 2
         assert not tracker.acked and not tracker.failed
+
+
+class FailOdd(Recorder):
+    """Fails the odd ids of each window itself, and emits one tuple anchored to the last tuple only."""
+
+    def execute(self, window):
+        tuples = window.get()
+        for t in tuples:
+            if t["id"] % 2:
+                self.collector.fail(t)
+        self.collector.emit([[t["id"] for t in tuples], [], [], None, None], anchors=tuples[-1])
+
+
+def test_window_tuples_failed_by_the_bolt_and_explicit_anchors(cluster_kwargs):
+    bolt = FailOdd().with_tumbling_window(Count(2))
+    cluster, spout, tracker = windowed_cluster(cluster_kwargs, bolt, sink=Sink(fail_ids={4}))
+    with cluster:
+        feed(cluster, spout, range(1, 7))
+        # windows [1, 2], [3, 4], [5, 6]: odd ids failed by the bolt; each emit is anchored to the even id
+        # alone, so the sink failing the emit of [3, 4] fails 4 and nothing more; 2 and 6 are acked
+        assert sorted(tracker.failed) == [1, 3, 4, 5]
+        assert sorted(tracker.acked) == [2, 6]
