@@ -22,6 +22,7 @@ class Recorded(NamedTuple):
     fails: list[tuple[Tuple, Any]]  # (tuple, FailReason or None)
     resets: list[Tuple]
     unrouted: int  # emits on streams nobody subscribes to: counted, not recorded (no child, no edge)
+    held: list = []  # stores (squall.reliability.held.HeldStore) whose rows were acked or failed
 
 
 class UndeclaredStreamError(ValueError):
@@ -86,7 +87,7 @@ class OutputCollector:
     """A bolt's collector (Storm's OutputCollector)."""
 
     __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
-                 "input_row", "_runner")
+                 "input_row", "_runner", "_held")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
@@ -99,11 +100,18 @@ class OutputCollector:
         self._record_all = record_all  # record emits nobody receives too (tests capture them, debug logs them)
         self.input_row = -1  # set by the task runner: the row of the input being executed, -1 outside
         self._runner = runner
+        self._held: list = []
+
+    def track_held(self, store: Any) -> None:
+        """A store of held rows (squall.reliability.held) had rows acked, failed or dropped:
+        the engine settles them at the end of this batch, after the batch's edges."""
+        if not any(s is store for s in self._held):
+            self._held.append(store)
 
     def take_recorded(self) -> Recorded:
         """Hand over (and forget) what was recorded: the engine turns it into ids and acks in bulk."""
-        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted)
-        self._emits, self._acks, self._fails, self._resets, self._unrouted = [], [], [], [], 0
+        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held)
+        self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held = [], [], [], [], 0, []
         return rec
 
     def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002

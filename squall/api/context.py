@@ -15,6 +15,7 @@ class TopologyContext:
         self.this_task_index = task_index
         self.this_task_id = topology.task_ids[component][task_index]
         self.resources: dict[str, Any] = {}
+        self.wave_time = 0.0  # squall's own: the topology clock at the current wave (secs; simulated or epoch)
 
     def __reduce__(self) -> tuple:
         return (current_context, ())

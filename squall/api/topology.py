@@ -132,6 +132,10 @@ class TopologyBuilder:
         return SpoutDeclarer(self._add(component_id, spout, parallelism, True))
 
     def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt, parallelism: int | None = None) -> BoltDeclarer:
+        from squall.windowing.bolt import BaseWindowedBolt  # noqa: PLC0415 - windowing builds on api
+        if isinstance(bolt, BaseWindowedBolt):  # run by an executor that holds windows (as Storm)
+            from squall.windowing.executor import WindowedBoltExecutor  # noqa: PLC0415
+            bolt = WindowedBoltExecutor(bolt, component_id)
         return BoltDeclarer(self._add(component_id, bolt, parallelism, False))
 
     def create_topology(self) -> StormTopology:
@@ -155,6 +159,7 @@ class StormTopology:
             declarer = OutputFieldsDeclarer(s.id)
             s.obj.declare_output_fields(declarer)
             s.streams = declarer.streams
+        self._declare_derived_streams()
         self._validate()
         self.levels = self._compute_levels()
         self.task_ids: dict[str, list[int]] = {}
@@ -182,6 +187,21 @@ class StormTopology:
             raise InvalidTopologyException(
                 f"set_bolt({s.id!r}, ...) needs a squall.Bolt or squall.BasicBolt, got {type(s.obj).__name__}"
             )
+
+    def _declare_derived_streams(self) -> None:
+        """Streams whose fields come from a component's inputs (a windowed bolt's late tuple
+        stream), declared once every component has declared its own."""
+        for s in self.specs.values():
+            hook = getattr(s.obj, "declare_late_stream", None)
+            if hook is None:
+                continue
+            fields = [self.specs[i.source].streams[i.stream].fields for i in s.inputs
+                      if i.source in self.specs and i.stream in self.specs[i.source].streams]
+            declarer = OutputFieldsDeclarer(s.id)
+            declarer.streams = s.streams
+            if fields:
+                hook(declarer, fields)
+            s.obj.check_topology(s.conf, s.inputs, self.specs)  # e.g. the window must fit the message timeout
 
     def _validate(self) -> None:
         if not any(s.is_spout for s in self.specs.values()):

@@ -24,8 +24,16 @@ from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
-from squall.reliability.bolt_trees import anchor_children, batch_anchors, execute_salt, hold_pending, settle_inputs
+from squall.reliability.bolt_trees import (
+    anchor_children,
+    batch_anchors,
+    execute_salt,
+    hold_pending,
+    settle_held,
+    settle_inputs,
+)
 from squall.reliability.emits import index_emits
+from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
 
 log = logging.getLogger("squall")
@@ -92,18 +100,22 @@ class BoltTask(TaskBase):
         """Validate anchors; drop (and report) duplicates and tuples already acked or failed."""
         if type(anchors) is Tuple:
             anchors = (anchors,)
+        elif type(anchors) is HeldRows:  # many held rows at once (a window): checked by their store
+            return anchors if len(anchors) else None
         elif not isinstance(anchors, (list, tuple)):
             raise TypeError(
                 f"bolt {self.component!r}: anchors must be an input Tuple or a list of them, got {anchors!r}"
             )
         out: list[Tuple] = []
+        seen: set[int] = set()
         for a in anchors:
             if type(a) is not Tuple:
                 raise TypeError(f"bolt {self.component!r}: anchors must be input Tuples received by execute, got {a!r}")
             if a._done:
                 self._misuse(a, "emit anchored to a tuple that was already {was}; that anchor is ignored "
                                 "(emit anchored children before acking their input)")
-            elif not any(a is b for b in out):  # [t, t] anchors once, as Storm's XORs net out
+            elif id(a) not in seen:  # [t, t] anchors once, as Storm's XORs net out
+                seen.add(id(a))
                 out.append(a)
         return tuple(out) if out else None
 
@@ -117,7 +129,10 @@ class BoltTask(TaskBase):
 
     # -- the wave -------------------------------------------------------------------------
 
-    def run(self, inbox: Sequence[TupleBatch], wave: int) -> TaskResult:
+    def run(self, inbox: Sequence[TupleBatch], wave: int, now: float | None = None) -> TaskResult:
+        """One wave of this task. `now`: the wave's time on the topology clock (simulated or
+        epoch secs), which bolts read as `context.wave_time`."""
+        self.context.wave_time = time.time() if now is None else now
         res = self._res = self._new_result()
         if not self._prepared_for(inbox, res):
             self._res = None
@@ -194,6 +209,8 @@ class BoltTask(TaskBase):
             res.acked += len(rec.acks)
             res.failed += len(rec.fails)
             settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, res, self.component, self.task_id)
+        if rec.held:
+            settle_held(rec.held, res, res)
         if self.debug:
             self._log(rec)
         if anchors is not None and len(anchors.root):

@@ -235,7 +235,11 @@ class Coordinator:
     # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------
 
     def _run_job(self, outputs: list[tuple[int, TupleBatch]]) -> WaveOutput:
-        return self.executor.run_wave(outputs, self.wave)
+        return self.executor.run_wave(outputs, self.wave, self.wave_time())
+
+    def wave_time(self) -> float:
+        """The time bolt tasks see for this wave: the simulated clock, or the wall clock (epoch secs)."""
+        return self.clock.now() if self.clock.simulated else time.time()
 
     def _next_wave(self) -> int:
         self.wave += 1

@@ -33,7 +33,7 @@ class LocalExecutor:
         """Nothing to start: each task prepares on first use (BoltTask.run), as on Spark, so a
         `prepare` that raises gives the same verdict on both engines."""
 
-    def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int) -> WaveOutput:
+    def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
         inbox: dict[int, list[TupleBatch]] = {}
         for target, batch in spout_outputs:
             inbox.setdefault(target, []).append(batch)
@@ -44,7 +44,7 @@ class LocalExecutor:
             batches = inbox.pop(task_id, None)
             if not batches:
                 continue
-            res = self.tasks[task_id].run(batches, wave)
+            res = self.tasks[task_id].run(batches, wave, now)
             for target, b in seal_outputs(res, to_bytes=False):  # the same verdict as Spark on bad values
                 inbox.setdefault(target, []).append(b)
             roots.extend(res.ack_roots)

@@ -27,7 +27,8 @@ from squall.reliability.anchoring import (
     roots_of_rows,
 )
 from squall.reliability.emits import EmitIndex
-from squall.reliability.ids import edge_id_int, mix64_int
+from squall.reliability.held import HeldRows, HeldStore
+from squall.reliability.ids import edge_ids, mix64_int, row_keys
 from squall.reliability.pending import FailReason
 
 _U64 = np.uint64
@@ -58,7 +59,7 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
     """Edges for every anchored child of a batch; returns the children's anchors_to_ids and
     XORs each edge into `out_ack` (per input row) or into a held anchor's own out value."""
     tracked = anchors is not None and len(anchors.root) > 0
-    if not ((tracked and len(ix.pair_emit)) or ix.foreign):
+    if not ((tracked and len(ix.pair_emit)) or ix.foreign or ix.held):
         return None
     keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt)
     ne = len(ix.values)
@@ -77,7 +78,10 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
                                   ix.ords[pj], ix.child_target[child_idx], out_ack))
     if ix.foreign:
         parts.append(_held_anchor_edges(ix.foreign, ccount, cstart, ix.child_target, exec_key_of_emit, ix.ords))
-    if len(parts) == 1 and not ix.multi and not ix.foreign:
+    for j, h in ix.held:
+        parts.append(store_anchor_edges(h, np.arange(cstart[j], cstart[j] + ccount[j]), ix.child_target,
+                                        int(exec_key_of_emit[j]), int(ix.ords[j])))
+    if len(parts) == 1 and not ix.multi and not ix.foreign and not ix.held:
         # one anchor per emit: contributions are already in child order, roots unique
         contrib = parts[0]
         counts = np.bincount(contrib.child, minlength=nc)
@@ -92,23 +96,65 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
                        ct: np.ndarray, exec_key: np.ndarray, ords: np.ndarray) -> Contributions:
-    """Edges for anchors received in an earlier batch or wave (held tuples): a Python loop,
-    since they are few; their out ack value lives on the Tuple itself."""
-    child, root, val = [], [], []
-    for j, a in foreign:
-        roots, vals = a._b.anchors_of(a._i)
-        if not len(roots):
-            continue
-        ka = mix64_int(int(roots[0]) ^ mix64_int(int(vals[0])))
-        ek, od = int(exec_key[j]), int(ords[j])
-        for c in range(int(cstart[j]), int(cstart[j] + ccount[j])):
-            e = edge_id_int(ka, ek, od, int(ct[c]))
-            a._out ^= e
-            for r in roots.tolist():
-                child.append(c)
-                root.append(r)
-                val.append(e)
-    return Contributions(np.array(child, _I64), np.array(root, _U64), np.array(val, _U64))
+    """Edges for anchors received in an earlier batch or wave (held tuples): one Python step per
+    anchor to read its roots, then numpy for every (anchor, child) edge; the XOR of each anchor's
+    edges goes into its out value, which lives on the Tuple itself."""
+    held = [(j, a, *a._b.anchors_of(a._i)) for j, a in foreign]
+    held = [h for h in held if len(h[2])]
+    if not held:
+        return Contributions(np.zeros(0, _I64), np.zeros(0, _U64), np.zeros(0, _U64))
+    js = np.fromiter((h[0] for h in held), _I64, len(held))
+    rcount = np.fromiter((len(h[2]) for h in held), _I64, len(held))
+    roots = np.concatenate([h[2] for h in held]).astype(_U64)
+    vals = np.concatenate([h[3] for h in held]).astype(_U64)
+    roff = np.cumsum(rcount) - rcount
+    ka = row_keys(roots[roff], vals[roff])
+    grp, child = expand(cstart[js], ccount[js])  # one edge per (anchor, child of its emit)
+    e = edge_ids(ka[grp], exec_key[js][grp], ords[js][grp], ct[child])
+    out = np.zeros(len(held), _U64)
+    np.bitwise_xor.at(out, grp, e)
+    for h, o in zip(held, out.tolist()):
+        h[1]._out ^= o
+    g2, pos = expand(roff[grp], rcount[grp])  # and every root of the anchor gets it
+    return Contributions(child[g2], roots[pos], e[g2])
+
+
+def store_anchor_edges(h: HeldRows, children: np.ndarray, ct: np.ndarray, exec_key: int,
+                       ordinal: int) -> Contributions:
+    """Edges for one emit anchored to many rows of a HeldStore (a window), vectorized: one edge
+    per (row, child), XORed into the row's out value and into the child for each root of the row."""
+    rows = h.rows
+    if not len(rows) or not len(children):
+        return Contributions(np.zeros(0, _I64), np.zeros(0, _U64), np.zeros(0, _U64))
+    store = h.store
+    sub = store.sub_anchors(rows)
+    keys = keys_of(sub, 0)
+    n = len(rows)
+    pair_row = np.tile(np.arange(n), len(children))
+    pair_child = np.repeat(children, n)
+    m = len(pair_row)
+    out = np.zeros(n, _U64)
+    contrib = anchor_edges(sub, keys, pair_row, pair_child, np.full(m, _U64(exec_key)),
+                           np.full(m, ordinal, _I64), ct[pair_child], out)
+    store.out[rows] ^= out
+    return contrib
+
+
+def settle_held(stores: list[HeldStore], sink: MessageSink, counts: Any) -> None:
+    """Ack and fail messages for the rows a bolt acked or failed in its stores since the last
+    flush (after the flush's edges, so out values are final); then the stores drop gone rows."""
+    for store in stores:
+        roots, vals, fails, acked, failed = store.take_messages()
+        if len(roots):
+            sink.ack_roots.append(roots)
+            sink.ack_vals.append(vals)
+        for r, reason in fails:
+            for x in r.tolist():
+                sink.fail_roots.append(x)
+                sink.fail_reasons.append(reason)
+        counts.acked += acked
+        counts.failed += failed
+        store.release()
 
 
 def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails: list[tuple[Tuple, Any]],

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from squall.api.tuple import Tuple
+from squall.reliability.held import HeldRows
 
 _I64 = np.int64
 _get_b = attrgetter("_b")
@@ -41,6 +42,7 @@ class EmitIndex:
     multi: bool
     rows: np.ndarray
     ords: np.ndarray
+    held: list[tuple[int, HeldRows]] = ()  # (emit, rows of a store): anchored to many held rows at once
 
     @classmethod
     def of_spout(cls, values: tuple, streams: tuple, targets: Sequence[list[int]]) -> EmitIndex:
@@ -72,6 +74,7 @@ def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     pair_emit: list[int] | np.ndarray = []
     pair_row: list[int] | np.ndarray = []
     foreign: list[tuple[int, Tuple]] = []
+    held: list[tuple[int, HeldRows]] = []
     multi = False
     kinds = set(map(type, ancs))
     if kinds == {Tuple} and set(map(id, map(_get_b, ancs))) == {id(batch)}:
@@ -80,6 +83,9 @@ def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     elif kinds != {_NONE}:
         for j, anc in enumerate(ancs):
             if anc is None:
+                continue
+            if type(anc) is HeldRows:
+                held.append((j, anc))
                 continue
             if type(anc) is Tuple:
                 anc = (anc,)
@@ -92,4 +98,4 @@ def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
                 else:
                     foreign.append((j, a))
     return EmitIndex(values, streams, child_emit, child_target, np.asarray(pair_emit, _I64),
-                     np.asarray(pair_row, _I64), foreign, multi, rows_a, ords)
+                     np.asarray(pair_row, _I64), foreign, multi, rows_a, ords, held)

@@ -91,7 +91,7 @@ class SparkExecutor:
     def start(self) -> None:
         pass
 
-    def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int) -> WaveOutput:
+    def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
         layout = self.layout
         depth = layout.depth
         if depth == 0:
@@ -113,7 +113,7 @@ class SparkExecutor:
         outs = []
         checkpoint = (self.waves + 1) % CHECKPOINT_EVERY_WAVES == 0
         for level in range(1, depth + 1):
-            fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None)
+            fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None, now)
             if level == 1:
                 base = prev[0] if prev else sc.parallelize([], width1)
                 out = base.mapPartitionsWithIndex(fn)

@@ -86,7 +86,8 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
     return BoltTask.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
 
 
-def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None) -> Any:
+def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None,
+              now: float | None = None) -> Any:
     """The function of stage `level` of a wave: partition p is task p of that level.
 
     Stage 1 runs over the previous wave's cached output of level 1, and gets this wave's spout
@@ -99,13 +100,13 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
         records = [r for _, r in it if type(r) is State or r.wave == wave]
         if level == 1 and spout_in and p in spout_in:
             records.extend(pickle.loads(spout_in[p]))
-        return _run_partition(uid, _setup(uid, blob), wave, level, p, records)
+        return _run_partition(uid, _setup(uid, blob), wave, level, p, records, now)
 
     return run
 
 
 def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
-                   records: list[tuple]) -> Iterator[tuple[int, tuple]]:
+                   records: list[tuple], now: float | None = None) -> Iterator[tuple[int, tuple]]:
     from pyspark import cloudpickle  # noqa: PLC0415
 
     layout: Layout = setup[2]
@@ -135,7 +136,7 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
             other.append(rec)
     if inputs or state is None:
         task = _task_for(uid, setup, level, p, state)
-        res = task.run([pickle.loads(b) for b in inputs], wave)
+        res = task.run([pickle.loads(b) for b in inputs], wave, now)
         for target, blob in seal_outputs(res, to_bytes=True):  # each batch pickled once, here
             onward.setdefault(layout.loc[target], []).append(blob)
         roots.extend(res.ack_roots)
