@@ -115,4 +115,4 @@ def figures(sums: np.ndarray, span_secs: float) -> dict[str, float | int | None]
 
 
 def _ms(secs: float, count: float) -> float | None:
-    return round(1000.0 * float(secs) / count, 3) if count else None
+    return 1000.0 * float(secs) / count if count else None
