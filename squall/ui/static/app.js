@@ -147,6 +147,7 @@ async function render() {
     else if (r.topology) await renderTopology(r.topology);
     else await renderSummary();
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    if (window.squallFirstRenderMs === undefined) window.squallFirstRenderMs = performance.now();  // for bench/ui.py
   } catch (e) {
     view.innerHTML = `<section><p class="err" id="error">${esc(e.message)}</p><a href="#/">all topologies</a></section>`;
   }
