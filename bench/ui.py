@@ -11,7 +11,10 @@
    `ui_cost` = 1 - ui/off (goal <= 0.03); `watch_cost` = 1 - off/no_watch; `spread`: each case's
    (max - min) / median, the run-to-run noise on this machine that those two are within;
    `watch_time_share`: the time the wave thread spends recording the UI's figures, measured
-   directly (the share of wall time in the watch's entry points, in the `off` case).
+   directly (the share of wall time in the watch's entry points, in the `off` case);
+   `ui_thread_cpu_share`: the UI server thread's CPU time / wall time while polled (measured
+   directly; under the GIL, what serving takes from the wave thread at most). On a loaded
+   machine the throughput ratios are within `spread`; the two direct shares are not.
 2. Page load with 50 components (1 spout, 49 bolts in 7 levels): Debian's chromium (Playwright)
    opens the topology page and waits until the bolts table has its 49 rows and the graph is
    drawn. `page_load_ms`: the median over `--loads` loads of the browser's own time from the
@@ -96,8 +99,13 @@ def _time_watch(watch: Any, spent: list[float]) -> None:
         setattr(watch, name, timed)
 
 
+def _thread_cpu(thread: threading.Thread) -> float:
+    """CPU seconds a thread of this process has used (Linux: its own CPU clock)."""
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
 def throughput(example: Any, case: str, engine: str, spark: Any, seconds: float,
-               watch_share: list[float] | None = None) -> float:
+               watch_share: list[float] | None = None, ui_share: list[float] | None = None) -> float:
     kw: dict[str, Any] = {"engine": engine, "spark": spark}
     if case == "ui":
         kw["ui_port"] = 0
@@ -114,9 +122,13 @@ def throughput(example: Any, case: str, engine: str, spark: Any, seconds: float,
             poller = threading.Thread(target=_poll, args=(cluster.ui_url, stop), daemon=True)
             poller.start()
         time.sleep(WARMUP_SECS)
+        ui_thread = cluster.ui.thread if cluster.ui is not None else None
+        c0 = _thread_cpu(ui_thread) if ui_thread is not None else 0.0
         n0, t0, s0 = _executed(cluster, "wordcount"), time.perf_counter(), spent[0]
         time.sleep(seconds)
         n1, t1, s1 = _executed(cluster, "wordcount"), time.perf_counter(), spent[0]
+        if ui_thread is not None and ui_share is not None:
+            ui_share.append((_thread_cpu(ui_thread) - c0) / (t1 - t0))
         if watch_share is not None and case == "off":
             watch_share.append((s1 - s0) / (t1 - t0))
         stop.set()
@@ -215,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_or_create_session("local[2]", app_name="squall-bench-ui")
     rates: dict[str, list[float]] = {"no_watch": [], "off": [], "ui": []}
     share: list[float] = []
+    ui_share: list[float] = []
     for _ in range(args.repeats):
         for case in rates:
-            rates[case].append(throughput(example, case, args.engine, spark, args.seconds, share))
+            rates[case].append(throughput(example, case, args.engine, spark, args.seconds, share, ui_share))
     med = {k: statistics.median(v) for k, v in rates.items()}
     result: dict[str, Any] = {
         "bench": "ui", "engine": args.engine, "seconds": args.seconds, "repeats": args.repeats,
@@ -225,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "ui_cost": round(1 - med["ui"] / med["off"], 4),
         "watch_cost": round(1 - med["off"] / med["no_watch"], 4),
         "watch_time_share": round(statistics.median(share), 5),  # measured: time in the watch / wall time
+        "ui_thread_cpu_share": round(statistics.median(ui_share), 5),  # the server thread's CPU / wall time
         "spread": {k: round((max(v) - min(v)) / statistics.median(v), 3) for k, v in rates.items()},
         "ui_cost_goal": 0.03,
     }

@@ -54,7 +54,8 @@ class TopologyWatch:
 
     def failed(self, task: int, reasons: Iterable[str]) -> None:
         kinds = list(reasons)
-        self.fail_reasons.update(kinds)
+        with self.lock:
+            self.fail_reasons.update(kinds)
         self.add(task, failed=len(kinds))
 
     def end_wave(self, now: float | None = None) -> None:
@@ -71,13 +72,15 @@ class TopologyWatch:
     def _point(self, now: float) -> None:
         secs, s = now - self._last_point, self._since
         n = s[F["complete_n"]]
-        self.history.append({
+        point = {
             "time": round(now, 3),
             "ackedPerSec": round(float(s[F["acked"]]) / secs, 2),
             "emittedPerSec": round(float(s[F["emitted"]]) / secs, 2),
             "failedPerSec": round(float(s[F["failed"]]) / secs, 2),
             "completeLatency": round(1000.0 * float(s[F["complete_secs"]]) / n, 3) if n else None,
-        })
+        }
+        with self.lock:
+            self.history.append(point)
         self._since = np.zeros(len(FIELDS), np.float64)
         self._last_point = now
 
@@ -88,3 +91,11 @@ class TopologyWatch:
         now = time.time() if now is None else now
         with self.lock:
             return self.windows.totals(window, now), self.windows.span(window, now)
+
+    def failures_by_reason(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.fail_reasons)
+
+    def chart_points(self) -> list[dict[str, float | None]]:
+        with self.lock:
+            return list(self.history)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -34,78 +35,87 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "status": status}, status_code=status)
 
 
-def create_app(cluster: Watched) -> Starlette:
-    """The ASGI app serving `cluster`'s topologies."""
+class _Api:
+    """The request handlers, over one cluster."""
 
-    def lookup(name: str) -> Any:
-        if name not in cluster.topology_names():
-            raise views.NotFound(f"no topology {name!r} is running; running: {cluster.topology_names()}")
-        return cluster.coordinator(name)
+    def __init__(self, cluster: Watched):
+        self.cluster = cluster
 
+    def lookup(self, name: str) -> Any:
+        names = self.cluster.topology_names()
+        if name not in names:
+            raise views.NotFound(f"no topology {name!r} is running; running: {names}")
+        return self.cluster.coordinator(name)
+
+    @staticmethod
     def window_of(request: Request) -> str:
         try:
             return parse_window(request.query_params.get("window"))
         except ValueError as e:
             raise views.BadRequest(str(e)) from None
 
-    def summary(request: Request) -> JSONResponse:
+    def summary(self, request: Request) -> JSONResponse:
         out = []
-        for name in cluster.topology_names():
+        for name in self.cluster.topology_names():
             try:
-                out.append(views.summary_entry(name, cluster.coordinator(name), cluster.started_at(name)))
+                out.append(views.summary_entry(name, self.cluster.coordinator(name), self.cluster.started_at(name)))
             except KeyError:  # killed meanwhile
                 continue
         return JSONResponse({"topologies": out})
 
-    def topology(request: Request) -> JSONResponse:
+    def topology(self, request: Request) -> JSONResponse:
         name = request.path_params["id"]
-        coord = lookup(name)
-        return JSONResponse(views.topology_page(name, coord, cluster.started_at(name), window_of(request)))
+        coord = self.lookup(name)
+        return JSONResponse(views.topology_page(name, coord, self.cluster.started_at(name), self.window_of(request)))
 
-    def component(request: Request) -> JSONResponse:
+    def component(self, request: Request) -> JSONResponse:
         name = request.path_params["id"]
-        coord = lookup(name)
-        return JSONResponse(views.component_page(name, coord, request.path_params["component"], window_of(request)))
+        coord = self.lookup(name)
+        return JSONResponse(views.component_page(name, coord, request.path_params["component"],
+                                                 self.window_of(request)))
 
-    def action(request: Request) -> JSONResponse:
+    def action(self, request: Request) -> JSONResponse:
         name, what = request.path_params["id"], request.path_params["action"]
-        lookup(name)
-        if what == "activate":
-            cluster.activate(name)
-        elif what == "deactivate":
-            cluster.deactivate(name)
-        elif what == "kill":
-            cluster.kill_topology(name)
-        else:
+        self.lookup(name)
+        ops = {"activate": self.cluster.activate, "deactivate": self.cluster.deactivate,
+               "kill": self.cluster.kill_topology}
+        if what not in ops:
             return _error(404, f"unknown action {what!r}: use activate, deactivate or kill")
+        ops[what](name)
         return JSONResponse({"topologyOperation": what, "topologyId": name, "status": "success"})
 
-    def metrics(request: Request) -> Response:
-        body, content_type = metrics_text(cluster)
+    def metrics(self, request: Request) -> Response:
+        body, content_type = metrics_text(self.cluster)
         return Response(body, media_type=content_type)
 
+    @staticmethod
     def page(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
-        return _error(404, str(exc).strip("'\""))
 
-    async def bad_window(request: Request, exc: Exception) -> JSONResponse:
-        return _error(400, str(exc))
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return _error(404, str(exc).strip("'\""))
 
-    async def http_error(request: Request, exc: Any) -> JSONResponse:
-        return _error(exc.status_code, exc.detail or "error")
 
-    from starlette.exceptions import HTTPException  # noqa: PLC0415
+async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
+    return _error(400, str(exc))
 
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return _error(exc.status_code, exc.detail or "error")
+
+
+def create_app(cluster: Watched) -> Starlette:
+    """The ASGI app serving `cluster`'s topologies."""
+    api = _Api(cluster)
     routes = [
-        Route("/", page), Route("/topology.html", page), Route("/component.html", page),
-        Route("/api/v1/topology/summary", summary),
-        Route("/api/v1/topology/{id}", topology),
-        Route("/api/v1/topology/{id}/component/{component}", component),
-        Route("/api/v1/topology/{id}/{action}", action, methods=["POST"]),
-        Route("/metrics", metrics),
+        Route("/", api.page),
+        Route("/api/v1/topology/summary", api.summary),
+        Route("/api/v1/topology/{id}", api.topology),
+        Route("/api/v1/topology/{id}/component/{component}", api.component),
+        Route("/api/v1/topology/{id}/{action}", api.action, methods=["POST"]),
+        Route("/metrics", api.metrics),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={
-        views.NotFound: not_found, views.BadRequest: bad_window, HTTPException: http_error})
+        views.NotFound: _not_found, views.BadRequest: _bad_request, HTTPException: _http_error})

@@ -82,7 +82,7 @@ def _topology(fams: dict[str, Metric], name: str, coord: Any) -> None:
     fams["dead"].add_metric([name], coord.dead_lettered)
     fams["lost"].add_metric([name], coord.lost_waves)
     fams["active"].add_metric([name], 1.0 if page["status"] == "ACTIVE" else 0.0)
-    for reason, n in sorted(coord.watch.fail_reasons.items()):
+    for reason, n in sorted(coord.watch.failures_by_reason().items()):
         fams["reasons"].add_metric([name, reason], n)
 
 

@@ -109,10 +109,10 @@ def topology_page(name: str, coord: Any, started: float, window: str) -> dict[st
     return {
         **summary_entry(name, coord, started), "window": window,
         "topologyStats": _topology_stats(coord, now), "spouts": spouts, "bolts": bolts,
-        "failuresByReason": dict(coord.watch.fail_reasons), "deadLettered": coord.dead_lettered,
+        "failuresByReason": coord.watch.failures_by_reason(), "deadLettered": coord.dead_lettered,
         "lostWaves": coord.lost_waves, "pending": coord.pending_count, "waves": coord.waves_done,
         "sparkUiUrl": getattr(coord.executor, "ui_url", None), "graph": _graph(coord),
-        "history": list(coord.watch.history), "errors": _last_errors(coord, limit=10),
+        "history": coord.watch.chart_points(), "errors": _last_errors(coord, limit=10),
         "userMetrics": user_metrics(coord),
     }
 
