@@ -1,7 +1,7 @@
 """The `squall` command.
 
     squall run PATH [--engine local|spark] [--seconds N] [--name NAME] [--spark MASTER]
-               [--spark-ui] [--spark-log-level LEVEL] [-v]
+               [--spark-ui] [--spark-log-level LEVEL] [--ui [PORT]] [--ui-host HOST] [-v]
 
 `PATH` is a Python file defining `build_topology()` (and optionally `CONF`, a Config dict;
 `done(cluster, name)`, to stop once it returns True; `report()`, printed at the end), or a
@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--spark-log-level", metavar="LEVEL", default=None,
                      help="show Spark's own logs on the console at this log4j level (WARN, INFO, ...); by "
                           "default they go to a file whose path is printed")
+    run.add_argument("--ui", metavar="PORT", nargs="?", type=int, const=8080, default=None,
+                     help="serve squall's web page, REST API and /metrics on PORT (default 8080; 0: any free port)")
+    run.add_argument("--ui-host", metavar="HOST", default="127.0.0.1",
+                     help="the address the UI listens on (default 127.0.0.1: this machine only)")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="log every error as it happens (by default errors are counted live and the last few "
                           "are shown at the end)")
@@ -159,7 +163,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     _setup_logging(console, args.verbose)
     try:
         spark = _spark_session(args, conf, name) if args.engine == "spark" else None
-        cluster = LocalCluster(engine=args.engine, spark=spark)
+        cluster = _cluster(LocalCluster, args, spark)
         cluster.submit_topology(name, conf, topology)
     except ImportError as e:
         if args.engine != "spark" or not (e.name or "").startswith(SPARK_MODULES):
@@ -168,6 +172,8 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
                       "(--engine local runs without Spark)")
         return EXIT_FAILED
     coord = cluster.coordinator(name)
+    if cluster.ui_url is not None:
+        console.print(f"squall UI: {cluster.ui_url}")
     if args.engine == "spark":
         ui = getattr(coord.executor, "ui_url", None)
         if ui is not None:
@@ -180,6 +186,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
 
     done = getattr(module, "done", None)  # optional: stop early once it returns True
     code, crash, elapsed = _watch(args, cluster, name, done, console)
+    cluster.shutdown()  # stops the UI
     if elapsed < 0:
         return EXIT_INTERRUPTED
     _print_summary(console, name, coord, elapsed, getattr(module, "report", None))
@@ -206,6 +213,9 @@ def _watch(args: argparse.Namespace, cluster: Any, name: str, done: Any,
                 try:
                     while args.seconds == 0 or time.monotonic() - t0 < args.seconds:
                         time.sleep(1 / REFRESH_PER_SEC)
+                        if name not in cluster.topology_names():
+                            console.print("the topology was killed from the UI")
+                            break
                         display.refresh()
                         crash = cluster.get_crash(name)
                         if crash is not None:
@@ -220,11 +230,26 @@ def _watch(args: argparse.Namespace, cluster: Any, name: str, done: Any,
                     console.print("[yellow]interrupted[/]: stopping the topology")
         finally:
             elapsed = time.monotonic() - t0
-            cluster.kill_topology(name)
+            if name in cluster.topology_names():
+                cluster.kill_topology(name)
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         console.print("[red]interrupted again; exiting without a summary[/]")
         return EXIT_INTERRUPTED, None, -1.0
     return code, crash, elapsed
+
+
+def _cluster(local_cluster: Any, args: argparse.Namespace, spark: Any) -> Any:
+    """The LocalCluster, serving the UI when --ui asks for it."""
+    if args.ui is None:
+        return local_cluster(engine=args.engine, spark=spark)
+    try:
+        return local_cluster(engine=args.engine, spark=spark, ui_port=args.ui, ui_host=args.ui_host)
+    except OSError as e:
+        raise UsageError(str(e)) from e
+    except ImportError as e:
+        if "squall[ui]" in str(e):
+            raise UsageError(str(e)) from e
+        raise
 
 
 def _print_summary(console: Console, name: str, coord: Any, elapsed: float, report: Any) -> None:

@@ -76,7 +76,8 @@ class BoltTask(TaskBase):
     def snapshot(self, dumps: Any) -> bytes:
         """The task's carried state: the bolt instance, whether it is prepared, routing counters."""
         try:
-            return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors))
+            return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors,
+                          self.context.metrics))
         except Exception as e:
             raise TypeError(
                 f"bolt {self.component!r} (task {self.task_id}) cannot be carried to the next wave: {e}. The Spark "
@@ -89,7 +90,7 @@ class BoltTask(TaskBase):
                 loads: Any, capture: bool = False) -> BoltTask:
         task = cls(topology, component, task_index, conf, None, capture)
         with restoring(task):
-            task.bolt, task.prepared, counters, task._late_errors = loads(blob)
+            task.bolt, task.prepared, counters, task._late_errors, task.context.metrics = loads(blob)
         for c, i in zip(task._counters(), counters):
             c.i = i
         return task
@@ -146,6 +147,7 @@ class BoltTask(TaskBase):
                     self._finish_wave(self.bolt.finish_wave, wave, res)
         finally:
             self._res = None
+        res.metrics = self.context.metrics.take()  # what the user's metrics did this wave
         return res
 
     def _prepared_for(self, inbox: Sequence[TupleBatch], res: TaskResult) -> bool:
@@ -192,6 +194,7 @@ class BoltTask(TaskBase):
         res.exec_secs += time.perf_counter() - t0
         res.executed += len(tuples)
         self._flush(batch, tuples, res, wave)
+        res.proc_secs += time.perf_counter() - t0
 
     def _flush(self, batch: TupleBatch, tuples: list[Tuple], res: TaskResult, wave: int) -> None:
         """Hand what the collector recorded for `batch` to the reliability rules, in bulk."""

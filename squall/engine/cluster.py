@@ -36,6 +36,7 @@ class _Running:
 
     def __init__(self, coord: Coordinator):
         self.coord = coord
+        self.started = time.time()
         self.thread: threading.Thread | None = None
         self.stop = threading.Event()
         self.idle_wave = 0  # the last wave that made no progress
@@ -67,9 +68,12 @@ class LocalCluster:
 
     `spark`: a SparkSession or a master URL (default "local[*]") for the Spark engine.
     With `simulated_time=True` the clock moves only through `advance_time(secs)`.
+    `ui_port`: serve the web page, REST API and /metrics (squall.ui) on that port (0: any free
+    one; `cluster.ui_url` tells), bound to `ui_host` (127.0.0.1: this machine only).
     """
 
-    def __init__(self, engine: str = "spark", spark: Any = None, simulated_time: bool = False, capture: bool = False):
+    def __init__(self, engine: str = "spark", spark: Any = None, simulated_time: bool = False, capture: bool = False,
+                 ui_port: int | None = None, ui_host: str = "127.0.0.1"):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
         self.engine = engine
@@ -78,6 +82,16 @@ class LocalCluster:
         self.clock = SimulatedClock() if simulated_time else RealClock()
         self.capture = capture
         self._topologies: dict[str, _Running] = {}
+        self.ui = None
+        if ui_port is not None:
+            from squall.ui.server import UIServer  # noqa: PLC0415 - the ui extra, only when asked for
+
+            self.ui = UIServer(self, ui_port, ui_host).start()
+
+    @property
+    def ui_url(self) -> str | None:
+        """The UI's address (http://127.0.0.1:PORT/), or None without ui_port."""
+        return self.ui.url if self.ui is not None else None
 
     # -- context manager --------------------------------------------------------------------
 
@@ -90,6 +104,9 @@ class LocalCluster:
     def shutdown(self) -> None:
         for name in list(self._topologies):
             self.kill_topology(name)
+        if self.ui is not None:
+            self.ui.stop()
+            self.ui = None
 
     # -- topologies ---------------------------------------------------------------------------
 
@@ -148,6 +165,10 @@ class LocalCluster:
 
     def coordinator(self, name: str) -> Coordinator:
         return self._get(name).coord
+
+    def started_at(self, name: str) -> float:
+        """When a running topology was submitted (time.time())."""
+        return self._get(name).started
 
     def topology_names(self) -> list[str]:
         """The names of the running topologies."""

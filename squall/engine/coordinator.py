@@ -27,6 +27,7 @@ from squall.engine.wave_sizing import WaveSizer
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
+from squall.observe.watch import TopologyWatch
 from squall.reliability.batch import TupleBatch
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
@@ -96,6 +97,7 @@ class Coordinator:
                       for c, s in topology.specs.items()}
         self.errors: list[ErrorRecord] = []
         self.error_count = 0
+        self.watch = TopologyWatch(list(topology.task_component), topology.task_component)  # what the UI shows
         self.captured: Captured = {}
         self.wave = 0
         self.waves_done = 0
@@ -186,7 +188,16 @@ class Coordinator:
             secs = time.perf_counter() - t0
             if self.sizer is not None:
                 self.sizer.observe(emitted, secs, full)
+            self._end_watch()
             return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, secs)
+
+    def _end_watch(self) -> None:
+        """The wave's figures into the UI's windows; the spouts' user metrics (they run here)."""
+        for st in self.spouts:
+            delta = st.context.metrics.take()
+            if delta:
+                self.watch.metrics.add(st.component, st.task_id, delta)
+        self.watch.end_wave()
 
     def _call_spout(self, st: SpoutTask):
         res = st.begin()
@@ -200,6 +211,7 @@ class Coordinator:
         res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
         stats = self.stats[st.component]
         stats.emitted += res.emitted
+        self.watch.add(st.task_id, emitted=res.emitted, transferred=res.transferred)
         self._record(res.errors)
         if res.captured:
             add_captured(self.captured, st.component, st.task_id, res.captured)
@@ -214,6 +226,7 @@ class Coordinator:
                 self._spout_ack(st, m)
         for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
             stats.failed += 1
+            self.watch.failed(st.task_id, [reason.kind])
             self._spout_fail(st, m, reason)
         return res
 
@@ -259,6 +272,9 @@ class Coordinator:
     def _apply(self, out: WaveOutput, init_roots: np.ndarray, init_vals: np.ndarray) -> tuple[int, int]:
         for comp, ts in out.stats.items():
             self.stats[comp].add_counters(*ts.counters)
+        self.watch.add_counters(out.tasks)
+        for comp, task, delta in out.metrics:
+            self.watch.metrics.add(comp, task, delta)
         self._record(out.errors)
         merge_captured(self.captured, out.captured)
         if not self.tracking:
@@ -304,13 +320,16 @@ class Coordinator:
                 stats.complete.add(lat)
                 stats.complete_sum += float(lat.sum())
                 stats.acked += len(items)
+                self.watch.add(task, acked=len(items), complete_secs=float(lat.sum()), complete_n=len(items))
                 for _r, m, _t in items:
                     self.lost.acked(task, m)
                     self._spout_ack(st, m)
             else:
                 stats.failed += len(items)
-                for r, m, _t in items:
-                    self._spout_fail(st, m, reasons.get(r, default or FailReason("failed")))
+                why = [reasons.get(r, default or FailReason("failed")) for r, _m, _t in items]
+                self.watch.failed(task, [w.kind for w in why])
+                for (_r, m, _t), reason in zip(items, why):
+                    self._spout_fail(st, m, reason)
             n += len(items)
         return n
 
@@ -336,6 +355,8 @@ class Coordinator:
         for e in errors:
             if e.component in self.stats:
                 self.stats[e.component].errors += 1
+                if e.task in self.watch.windows.row:
+                    self.watch.add(e.task, errors=1)
             log.warning("%s: %s", self.name, e)
         self.error_count += len(errors)
         self.errors.extend(errors)

@@ -20,6 +20,8 @@ class Counters(NamedTuple):
     failed: int = 0
     emitted: int = 0
     exec_secs: float = 0.0
+    transferred: int = 0  # tuples sent to tasks (one per target task)
+    proc_secs: float = 0.0  # execute plus the batch's anchoring and ack bookkeeping
 
     def plus(self, other: Counters) -> Counters:
         return Counters(*(a + b for a, b in zip(self, other)))
@@ -42,8 +44,15 @@ class TaskResult:
     failed: int = 0
     emitted: int = 0
     exec_secs: float = 0.0
+    proc_secs: float = 0.0
     captured: dict[str, list[list]] | None = None
+    metrics: dict | None = None  # the task's user metrics of this wave (squall.api.metrics.TaskMetrics.take)
+
+    @property
+    def transferred(self) -> int:
+        return sum(len(b) for _, b in self.outputs)
 
     @property
     def counters(self) -> Counters:
-        return Counters(self.executed, self.acked, self.failed, self.emitted, self.exec_secs)
+        return Counters(self.executed, self.acked, self.failed, self.emitted, self.exec_secs, self.transferred,
+                        self.proc_secs)

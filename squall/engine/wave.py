@@ -57,17 +57,27 @@ class WaveOutput:
     errors: list[ErrorRecord] = field(default_factory=list)
     stats: dict[str, TaskStats] = field(default_factory=dict)
     captured: Captured = field(default_factory=dict)  # only when capturing, for tests
+    tasks: list[tuple[int, Counters]] = field(default_factory=list)  # (task id, its counters) for the UI
+    metrics: list[tuple[str, int, dict]] = field(default_factory=list)  # (component, task, user metrics)
 
     def add_stats(self, component: str, counters: Counters) -> None:
         self.stats.setdefault(component, TaskStats(component)).add(counters)
 
+    def add_report(self, component: str, task: int, counters: Counters, errors: list, captured: dict | None,
+                   metrics: dict | None) -> None:
+        """One task's report of the wave: its counters, errors, captured emits and user metrics."""
+        self.add_stats(component, counters)
+        self.tasks.append((task, counters))
+        self.errors.extend(errors)
+        if captured:
+            add_captured(self.captured, component, task, captured)
+        if metrics:
+            self.metrics.append((component, task, metrics))
+
     def add_result(self, res: TaskResult) -> None:
-        self.add_stats(res.component, res.counters)
         self.fail_roots.extend(res.fail_roots)
         self.fail_reasons.extend(res.fail_reasons)
-        self.errors.extend(res.errors)
-        if res.captured:
-            add_captured(self.captured, res.component, res.task, res.captured)
+        self.add_report(res.component, res.task, res.counters, res.errors, res.captured, res.metrics)
 
     @property
     def executed(self) -> int:
@@ -93,6 +103,8 @@ def merge_outputs(outs: list[WaveOutput]) -> WaveOutput:
         for comp, st in o.stats.items():
             out.add_stats(comp, st.counters)
         merge_captured(out.captured, o.captured)
+        out.tasks.extend(o.tasks)
+        out.metrics.extend(o.metrics)
     return out
 
 

@@ -126,13 +126,25 @@ class ProgressLine:
         self.samples: deque[Sample] = deque()
         self.last: Sample | None = None
         self.tuples_per_sec = 0.0
+        self._coord: Any = None  # the last coordinator seen: a topology killed (from the UI) still has a last line
+
+    def coordinator(self) -> Any:
+        try:
+            self._coord = self.cluster.coordinator(self.name)
+        except KeyError:
+            if self._coord is None:
+                raise
+        return self._coord
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        return self.cluster.get_topology_stats(self.name)
+        try:
+            return self.cluster.get_topology_stats(self.name)
+        except KeyError:
+            return self.coordinator().stats_dict()
 
     def sample(self) -> Sample:
         stats = self.stats()
-        coord = self.cluster.coordinator(self.name)
+        coord = self.coordinator()
         return sample_from(stats, coord.waves_done, coord.pending_count, coord.error_count, self.clock())
 
     def update(self) -> Sample:

@@ -48,7 +48,8 @@ class ComponentStats:
     complete: LatencyWindow = field(default_factory=LatencyWindow)
     complete_sum: float = 0.0
 
-    def add_counters(self, executed: int, acked: int, failed: int, emitted: int, exec_secs: float) -> None:
+    def add_counters(self, executed: int, acked: int, failed: int, emitted: int, exec_secs: float,
+                     transferred: int = 0, proc_secs: float = 0.0) -> None:
         self.executed += executed
         self.acked += acked
         self.failed += failed

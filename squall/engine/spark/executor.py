@@ -30,7 +30,7 @@ from squall.engine.spark import worker
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
-from squall.engine.wave import WaveLost, WaveOutput, add_captured
+from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
 
@@ -157,10 +157,7 @@ class SparkExecutor:
                 out.fail_roots.extend(rec.roots)
                 out.fail_reasons.extend(rec.reasons)
             elif kind is Report:
-                out.add_stats(rec.component, rec.counters)
-                out.errors.extend(rec.errors)
-                if rec.captured:
-                    add_captured(out.captured, rec.component, rec.task, rec.captured)
+                out.add_report(rec.component, rec.task, rec.counters, rec.errors, rec.captured, rec.metrics)
         if roots:
             out.ack_roots, out.ack_vals = combine(np.concatenate(roots), np.concatenate(vals))
         return out

@@ -63,3 +63,4 @@ class Report(NamedTuple):
     counters: Counters
     errors: list
     captured: Any
+    metrics: Any = None  # the task's user metrics of the wave (squall.api.metrics.TaskMetrics.take)

@@ -143,9 +143,9 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         vals.extend(res.ack_vals)
         if res.fail_roots:
             other.append(Fails(wave, res.fail_roots, res.fail_reasons))
-        if res.executed or res.errors or res.captured:
+        if res.executed or res.errors or res.captured or res.metrics:
             captured = portable_captured(res.captured) if res.captured else res.captured
-            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured))
+            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics))
         state = State(wave, task.snapshot(cloudpickle.dumps))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     yield p, state  # stays in this partition: next wave's state for this task

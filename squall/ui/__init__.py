@@ -1,0 +1,1 @@
+"""squall.ui: the web page, REST API and Prometheus metrics of running topologies."""
