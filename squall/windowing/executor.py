@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from squall.api.components import Bolt, InvalidTopologyException
+from squall.api.config import Config
 from squall.api.tuple import Tuple
 from squall.reliability.held import HeldStore
 from squall.reliability.pending import FailReason
 from squall.windowing.bolt import BaseWindowedBolt
 from squall.windowing.collector import WindowedOutputCollector
-from squall.windowing.config import Count
+from squall.windowing.config import Count, Duration
 from squall.windowing.policies import align_up, earliest_after, retired, skip_empty_dues, window_and_expired
 from squall.windowing.window import TupleWindow
 
@@ -67,7 +68,14 @@ class WindowedBoltExecutor(Bolt):
         declarer.declare(list(input_fields[0]), stream=stream)
 
     def get_component_configuration(self) -> dict | None:
-        return self.bolt.get_component_configuration()
+        """The bolt's own, plus ticks at the sliding interval when processing time triggers the
+        window, so it fires on time even when no input arrives (Storm runs a timer for that). A tick
+        frequency the user sets wins. Event time needs none: only arrivals move its watermark."""
+        own = dict(self.bolt.get_component_configuration() or {})
+        every = None if self.spec.event_time else self.spec.interval
+        if isinstance(every, Duration) and own.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS) is None:
+            own[Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = every.millis / 1000
+        return own or None
 
     def check_topology(self, conf: dict, inputs: list, specs: dict) -> None:
         """At create_topology: the window must fit the (default or component) message timeout.

@@ -132,3 +132,22 @@ def test_time_window_without_interval_slides_with_every_tuple(cluster_kwargs):
         assert [w[:3] for w in windows(cluster)] == [
             [["a"], ["a"], []], [["a", "b"], ["b"], []], [["b", "c"], ["c"], ["a"]]]
         assert sorted(tracker.acked) == ["a"]
+
+
+def test_time_window_fires_on_ticks_with_no_new_input(cluster_kwargs):
+    # A time-triggered window asks for ticks at its sliding interval (as Storm's timer does), so it
+    # fires, and its tuples are acked once no later window holds them, though nothing else arrives.
+    bolt = Recorder().with_window(Duration(10), Duration(5))
+    cluster, spout, tracker = windowed_cluster(cluster_kwargs, bolt, sink=Sink())
+    with cluster:
+        feed_at(cluster, spout, [["a"], ["b"]])
+        cluster.advance_time(6)
+        cluster.wait_idle()
+        assert windows(cluster) == [[["a", "b"], ["a", "b"], [], -5000, 5000]]
+        assert not tracker.acked
+        cluster.advance_time(10)  # the windows due at 10 s and 15 s: a and b are in none after 15 s
+        cluster.wait_idle()
+        # the window ending at 15 s is empty and, as in Storm, not handed to execute
+        assert windows(cluster) == [[["a", "b"], ["a", "b"], [], -5000, 5000], [["a", "b"], [], [], 0, 10000]]
+        assert sorted(tracker.acked) == ["a", "b"]
+        assert not tracker.failed
