@@ -13,6 +13,9 @@ Observations are kept per size band (half an octave), each a moving average, so 
 the spread of sizes it needs while the budget settles. `a` found by extrapolating from big waves
 alone is too noisy (5% noise in wave times moved the budget 50%), so under a steady heavy load
 every PROBE_EVERY-th wave is a small probe (1/PROBE_FRACTION of the budget) that pins it.
+The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
+of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
+left out of the fit, so one slow moment does not size waves for long.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ SMOOTHING = 0.3  # weight of a new observation in its band's moving average
 MIN_TUPLES = 64
 PROBE_EVERY = 16  # full waves between two small probe waves
 PROBE_FRACTION = 8
+WARMUP_WAVES = 3
+STALE_WAVES = 48
 
 
 class WaveSizer:
@@ -36,7 +41,8 @@ class WaveSizer:
         self.cap = max(MIN_TUPLES, int(cap))
         self.budget = min(max(MIN_TUPLES, int(start)), self.cap)
         self.target_secs = target_secs
-        self.bands: dict[int, list[float]] = {}  # band -> [mean n, mean secs]
+        self.bands: dict[int, list[float]] = {}  # band -> [mean n, mean secs, wave last seen]
+        self.waves = 0
         self.fixed_secs: float | None = None  # the fitted a
         self.per_tuple_secs: float | None = None  # the fitted b
         self._since_probe = PROBE_EVERY - 2  # the first probe comes early
@@ -55,15 +61,19 @@ class WaveSizer:
             self._since_probe = 0
         elif full:
             self._since_probe += 1
-        if n <= 0 or secs <= 0:
+        self.waves += 1
+        if n <= 0 or secs <= 0 or self.waves <= WARMUP_WAVES:
             return
         band = round(2 * math.log2(n))
         got = self.bands.get(band)
         if got is None:
-            self.bands[band] = [float(n), secs]
+            self.bands[band] = [float(n), secs, self.waves]
         else:
             got[0] += SMOOTHING * (n - got[0])
             got[1] += SMOOTHING * (secs - got[1])
+            got[2] = self.waves
+        for old in [k for k, v in self.bands.items() if self.waves - v[2] > STALE_WAVES]:
+            del self.bands[old]
         self._fit()
         if full and not probe:
             self.budget = self._next_budget(secs)
@@ -71,7 +81,7 @@ class WaveSizer:
     def _fit(self) -> None:
         if len(self.bands) < 2:
             return
-        n, t = np.array(list(self.bands.values())).T
+        n, t, _ = np.array(list(self.bands.values())).T
         b, a = np.polyfit(n, t, 1)
         if b > 0:
             self.fixed_secs, self.per_tuple_secs = max(float(a), 0.0), float(b)

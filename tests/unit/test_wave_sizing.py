@@ -76,3 +76,13 @@ def test_a_fixed_cost_learnt_from_light_waves_sizes_the_first_heavy_ones() -> No
     run(sizer, 0.25, 20e-6, 10, supply=2000)
     budgets = run(sizer, 0.25, 20e-6, 12)
     assert budgets[-1] == pytest.approx(ideal(0.25, 20e-6), rel=0.05)
+
+
+def test_a_slow_start_and_stale_sizes_do_not_size_waves_for_long() -> None:
+    sizer = WaveSizer(20000, 1_000_000, target_secs=10.0)
+    for _ in range(3):  # Python workers starting: 3.5 s for a wave that later takes 0.65 s
+        sizer.observe(sizer.wave_budget(), 3.5, full=True)
+    budgets = run(sizer, 0.25, 20e-6, 40)
+    assert budgets[-1] == pytest.approx(ideal(0.25, 20e-6), rel=0.05)
+    run(sizer, 0.5, 40e-6, 120)  # the machine got slower: old bands age out
+    assert sizer.fixed_secs == pytest.approx(0.5, rel=0.05)
