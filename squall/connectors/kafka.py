@@ -5,5 +5,6 @@ from __future__ import annotations
 
 from squall.connectors.kafka_bolt import KafkaBolt
 from squall.connectors.kafka_spout import FIELDS, KafkaSpout
+from squall.connectors.kafka_trident import OpaqueKafkaSpout, TransactionalKafkaSpout
 
-__all__ = ["FIELDS", "KafkaBolt", "KafkaSpout"]
+__all__ = ["FIELDS", "KafkaBolt", "KafkaSpout", "OpaqueKafkaSpout", "TransactionalKafkaSpout"]
