@@ -76,3 +76,28 @@ def test_a_batch_reread_is_the_same_batch(kafka_admin):
         fresh.close()
     finally:
         spout.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(SPOUTS))
+def test_counts_exact_after_kills(kafka_admin, tmp_path, monkeypatch, kind):
+    """tests/trident/test_trident_kill.py's scenario fed from Kafka: the word count is SIGKILLed
+    10 times at chosen points of its state commits and restarted; every kill is followed by a
+    replay of the interrupted batch (re-read from its stored offset ranges) and the counts in
+    SQLite are exact at the end."""
+    from tests.support.trident_kill_job import factory
+    from tests.trident.test_trident_kill import check_kills_and_replays, run_with_kills
+
+    topic = kafka_admin.source(f"trident-kill-{kind}")
+    truth = write_corpus(str(tmp_path / "corpus"), files=40, lines=200, seed=11)
+    values = [line.encode() for f in sorted((tmp_path / "corpus").iterdir()) for line in f.read_text().splitlines()]
+    kafka_admin.client.produce(topic, values)
+    monkeypatch.setenv("SQUALL_KAFKA_BOOTSTRAP", kafka_admin.url)
+    target = str(tmp_path / "state.db")
+    report = run_with_kills([topic, "sqlite", target, kind, f"kafka-{kind}"], f"kafka/{kind}", tmp_path)
+    check_kills_and_replays(report)
+    state = factory("sqlite", target, kind).make_state({}, 0, 1)
+    words = sorted(truth)
+    got = dict(zip(words, state.multi_get([[w] for w in words])))
+    state.close()
+    assert got == dict(truth)
