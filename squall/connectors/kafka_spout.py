@@ -110,6 +110,14 @@ class KafkaSpout(IOThreadBrokerSpout):
                 return m
             self.counters.add("revoked_dropped")  # its partition moved to another consumer
 
+    def activate(self) -> None:
+        self._active = True  # the I/O thread resumes fetching
+
+    def deactivate(self) -> None:
+        """Stop fetching (the consumer pauses its partitions, staying in the group); what was
+        fetched and not emitted yet stays held and is emitted after activate."""
+        self._active = False
+
     def _owned(self, m: Message) -> bool:
         return self._gens.get((m.id[0], m.id[1])) == m.handle[1]
 
@@ -246,7 +254,7 @@ class KafkaSpout(IOThreadBrokerSpout):
 
     def _poll(self) -> None:
         c = self._consumer
-        free = self._prefetch() - self._offsets.outstanding() + len(self._retry_heap)
+        free = self._prefetch() - self._offsets.outstanding() + len(self._retry_heap) if self._active else 0
         busy = bool(self._actions or self._inflight or self._dead_inflight)
         if free <= 0 and not self._paused:
             c.pause(c.assignment())
