@@ -48,7 +48,7 @@ FIELDS = ["topic", "partition", "offset", "key", "value"]
 FIRST_POLL = {"earliest": ("earliest", False), "latest": ("latest", False),
               "uncommitted_earliest": ("earliest", False), "uncommitted_latest": ("latest", False),
               "EARLIEST": ("earliest", True), "LATEST": ("latest", True)}
-POLL_MAX = 1000  # records per consume call, at most
+POLL_MAX = 20000  # records per consume call, at most (a whole reply makes one wave, not many small ones)
 BUSY_WAIT_SECS = 0.005  # consume timeout while trees are in flight or actions wait
 IDLE_WAIT_SECS = 0.05
 
