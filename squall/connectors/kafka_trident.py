@@ -33,7 +33,8 @@ class KafkaBatchReader:
     """Reads offset ranges of one topic's partitions with an unsubscribed consumer."""
 
     def __init__(self, bootstrap_servers: Any, topic: str, scheme: Any, batch_size: int,
-                 first_poll_offset: str, consumer_config: dict | None, dead_letter_topic: str | None):
+                 first_poll_offset: str, consumer_config: dict | None, dead_letter_topic: str | None,
+                 group_id: str | None = None):
         if first_poll_offset not in ("earliest", "latest"):
             raise ValueError(f"first_poll_offset must be 'earliest' or 'latest', got {first_poll_offset!r}")
         self.bootstrap_servers = kafka_bootstrap(bootstrap_servers)
@@ -43,6 +44,7 @@ class KafkaBatchReader:
         self.first_poll_offset = first_poll_offset
         self.consumer_config = dict(consumer_config or {})
         self.dead_letter_topic = dead_letter_topic
+        self.group_id = group_id or f"squall-trident-{topic}"  # names the client; never joined
         self.bad_payloads = 0
         self._clients: Any = None
         self._cache: tuple[Any, list[list]] | None = None  # (meta, rows) of the batch just read
@@ -54,7 +56,7 @@ class KafkaBatchReader:
         if self._clients is None:
             from confluent_kafka import Consumer, Producer  # noqa: PLC0415
 
-            c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"squall-trident-{self.topic}",
+            c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": self.group_id,
                           "enable.auto.commit": False, "logger": log, **self.consumer_config})
             p = Producer({"bootstrap.servers": self.bootstrap_servers, "logger": log}) \
                 if self.dead_letter_topic else None
@@ -170,16 +172,24 @@ class KafkaBatchReader:
 
 
 class _KafkaTrident:
-    """What both Kafka Trident spouts share: their arguments and the reader."""
+    """What both Kafka Trident spouts share: KafkaSpout's arguments, and the reader.
 
-    def __init__(self, bootstrap_servers: Any = None, topic: str = "", *, scheme: Any = "string",
-                 batch_size: int = 1000, first_poll_offset: str = "earliest", consumer_config: dict | None = None,
-                 dead_letter_topic: str | None = None):
-        if not topic:
-            raise ValueError(f"{type(self).__name__} needs a topic")
-        self.topic = topic
-        self.reader = KafkaBatchReader(bootstrap_servers, topic, scheme, batch_size, first_poll_offset,
-                                       consumer_config, dead_letter_topic)
+    `topics`: one topic (a str, or a list of one). `group_id` only names the reading client: no
+    group is joined and nothing is committed. `max_retries` is accepted for KafkaSpout's
+    signature; Trident replays a failed batch as a whole (same txid, same ranges) instead."""
+
+    def __init__(self, bootstrap_servers: Any = None, topics: str | list[str] = "", group_id: str | None = None,
+                 scheme: Any = "string", max_retries: int | None = None, dead_letter_topic: str | None = None,
+                 first_poll_offset: str = "earliest", consumer_config: dict | None = None, *,
+                 batch_size: int = 1000):
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if len(names) != 1 or not names[0]:
+            raise ValueError(f"{type(self).__name__} reads one topic, got {topics!r}: make one spout per topic")
+        self.topic = names[0]
+        self.group_id = group_id
+        self.max_retries = max_retries
+        self.reader = KafkaBatchReader(bootstrap_servers, self.topic, scheme, batch_size, first_poll_offset,
+                                       consumer_config, dead_letter_topic, group_id)
 
     def get_output_fields(self) -> list[str]:
         return list(FIELDS)

@@ -63,7 +63,8 @@ def test_a_batch_reread_is_the_same_batch(kafka_admin):
         meta1 = spout.new_batch(1, None)
         first = spout.batch_rows(1, meta1)
         assert len(first) == 40 and sum(e - s for s, e in meta1.values()) == 40
-        fresh = TransactionalKafkaSpout(kafka_admin.url, topic, scheme="json", batch_size=40)  # no cache
+        # KafkaSpout's positional arguments; a new reader, without the batch cached
+        fresh = TransactionalKafkaSpout(kafka_admin.url, [topic], "replayer", "json", batch_size=40)
         assert sorted(fresh.batch_rows(1, meta1)) == sorted(first)
         meta2 = spout.new_batch(2, meta1)
         assert all(meta2[p][0] == meta1[p][1] for p in meta1)  # batch 2 starts where batch 1 ended
