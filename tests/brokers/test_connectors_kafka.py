@@ -14,7 +14,7 @@ from squall import Config, LocalCluster, TopologyBuilder
 from squall.connectors.kafka import KafkaBolt
 from tests.support.broker_kill_worker import KILL_GROUP, read_ids, start_worker
 from tests.support.broker_services import wait_until
-from tests.support.broker_topology import Recorder
+from tests.support.broker_topology import FlakyParse, Recorder, spout_into
 from tests.support.kafka_admin import kafka_spout
 
 
@@ -121,3 +121,52 @@ def test_two_consumers_of_one_group_one_killed(kafka_admin, tmp_path):
                 w.wait(30)
     assert set(read_ids(out_a)) | set(read_ids(out_b)) == set(range(n))
     wait_until(lambda: kafka_admin.settled(source, KILL_GROUP), 30, lambda: f"{kafka_admin.left(source, KILL_GROUP)}")
+
+
+def _run_until(spout, rec, n_acked: int, conf=None):
+    """Run `spout` -> FlakyParse until `n_acked` ids are acked (0: until a dead letter)."""
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("t", conf or Config(), spout_into(spout, FlakyParse(0.0)))
+        wait_until(lambda: rec.n_acked() >= n_acked and (n_acked or rec.dead), 60, lambda: f"{rec.counters()}")
+        cluster.kill_topology("t")
+
+
+def test_first_poll_offset_earliest_ignores_commits_once_uncommitted_resumes(kafka_admin):
+    """After a group committed everything, "earliest" (Storm's UNCOMMITTED_EARLIEST) reads
+    nothing more, while "EARLIEST" starts again at the beginning."""
+    topic = kafka_admin.source("first-poll")
+    kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(30)])
+    rec = Recorder()
+    _run_until(kafka_spout(kafka_admin.url, topic, "fp", recorder=rec, scheme="json"), rec, 30)
+    assert kafka_admin.left(topic, "fp") == 0
+    kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(30, 33)])
+    again = Recorder()
+    _run_until(kafka_spout(kafka_admin.url, topic, "fp", recorder=again, scheme="json"), again, 3)
+    assert sorted(again.acked) == [30, 31, 32]  # resumed at the committed offsets
+    anew = Recorder()
+    _run_until(kafka_spout(kafka_admin.url, topic, "fp", recorder=anew, scheme="json", first_poll_offset="EARLIEST"),
+               anew, 33)
+    assert sorted(anew.acked) == list(range(33))
+
+
+def test_without_a_dead_letter_topic_the_sink_gets_the_record(kafka_admin, tmp_path):
+    """dead_letter_topic=None: a record that keeps failing goes to the topology's dead-letter
+    file with its reason and its bytes, and its offset is committed."""
+    import base64
+    import json
+
+    topic = kafka_admin.source("dl-sink")
+    kafka_admin.publish(topic, [b'{"id": "poison", "poison": true}'])
+    rec = Recorder()
+    spout = kafka_spout(kafka_admin.url, topic, "dls", recorder=rec, scheme="json", dead_letter_topic=None,
+                        max_retries=1, retry_delay_secs=0.05)
+    conf = Config()
+    conf["squall.dead.letter.path"] = str(tmp_path / "dead.jsonl")
+    _run_until(spout, rec, 0, conf)
+    [line] = (tmp_path / "dead.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["squall-reason"] == "error" and record["squall-attempts"] == "2"
+    assert "poison message" in record["squall-error"]
+    assert base64.b64decode(record["value_base64"]) == b'{"id": "poison", "poison": true}'
+    assert (record["topic"], record["partition"]) == (topic, 0)
+    assert kafka_admin.left(topic, "dls") == 0
