@@ -140,8 +140,7 @@ class BrokerSpout(Spout):
             now = time.monotonic()
             m.emitted_at = m.touched_at = now
             self._inflight[m.id] = m
-            values = [m.value, self._meta(m)] if self.meta_field else [m.value]
-            self._collector.emit(values, msg_id=m.id)
+            self._collector.emit(self._values(m), msg_id=m.id)
             self.counters.emitted += 1
             return
 
@@ -219,6 +218,10 @@ class BrokerSpout(Spout):
     def _error_text(self, error: BaseException) -> str:
         """The error as "Type: text", safe to show: without this connector's secrets."""
         return describe_error(error, self._secrets())
+
+    def _values(self, m: Message) -> list[Any]:
+        """The values emitted for `m`, in the order of declare_output_fields."""
+        return [m.value, self._meta(m)] if self.meta_field else [m.value]
 
     def _meta(self, m: Message) -> dict[str, Any]:
         return {"id": m.id, "attempts": m.attempts, "source": self._source_name()}

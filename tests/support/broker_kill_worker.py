@@ -2,7 +2,7 @@
 
 Run as a script it is that worker:
 
-    python tests/support/broker_kill_worker.py {rabbitmq|redis|nats} NAME OUTFILE [--delay-ms N]
+    python tests/support/broker_kill_worker.py {rabbitmq|redis|nats|kafka} NAME OUTFILE [--delay-ms N] [--url URL]
 
 It consumes NAME (a queue; a stream with group "squall-kill"; a stream with durable
 "squall-kill") on the local engine and appends each processed message id to OUTFILE, one line
@@ -32,11 +32,12 @@ KILL_TIMEOUT_SECS = 3
 MAX_PENDING = 100
 
 
-def start_worker(broker: str, name: str, out: Path, delay_ms: float = 1.0) -> subprocess.Popen:
+def start_worker(broker: str, name: str, out: Path, delay_ms: float = 1.0, url: str | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    url_args = ["--url", url] if url else []
     with open(f"{out}.stderr", "ab") as err:  # the worker's stderr, for the test's failure message
         return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), broker, name, str(out),
-                                 "--delay-ms", str(delay_ms)], env=env, cwd=str(ROOT),
+                                 "--delay-ms", str(delay_ms), *url_args], env=env, cwd=str(ROOT),
                                 stdout=subprocess.DEVNULL, stderr=err)
 
 
@@ -49,14 +50,20 @@ def read_ids(path: Path) -> Counter:
 
 def worker_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="broker_kill_worker.py")
-    p.add_argument("broker", choices=BROKERS)
+    p.add_argument("broker", choices=(*BROKERS, "kafka"))
     p.add_argument("name")
     p.add_argument("out")
     p.add_argument("--delay-ms", type=float, default=1.0)
+    p.add_argument("--url", default=None, help="the broker's URL (Kafka: its bootstrap servers)")
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    spout = broker_spout(args.broker, args.name, KILL_GROUP, scheme="json", retry_delay_secs=0.2)
+    if args.broker == "kafka":
+        from tests.support.kafka_admin import kafka_spout
+
+        spout = kafka_spout(args.url, args.name, KILL_GROUP, scheme="json", retry_delay_secs=0.2)
+    else:
+        spout = broker_spout(args.broker, args.name, KILL_GROUP, url=args.url, scheme="json", retry_delay_secs=0.2)
     b = TopologyBuilder()
     b.set_spout("src", spout)
     b.set_bolt("parse", FlakyParse(0.0)).shuffle_grouping("src")

@@ -102,7 +102,7 @@ class FlakyParse(_Flaky):
     """[message] -> [id]; raises for {"poison": true}, and at random for `fail_rate` of inputs."""
 
     def execute(self, t: Any) -> None:  # noqa: A002
-        msg = t[0]
+        msg = t["value"] if t.contains("value") else t[0]  # Kafka emits (topic, partition, offset, key, value)
         if isinstance(msg, dict) and msg.get("poison"):
             raise ValueError(f"poison message {msg.get('id')!r} cannot be parsed")
         if self.unlucky():

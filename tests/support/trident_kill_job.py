@@ -7,8 +7,10 @@ before its writes reach the store (PHASE "before") or right after (PHASE "after"
 SIGKILLs the process there. The state task has parallelism 2, so each batch is two state
 commits: an odd k is a batch's first partition, an even k its second.
 
-    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND file|shifting RUN STOP_AT PHASE
+    python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND SPOUT RUN STOP_AT PHASE
 
+SPOUT: file, shifting, kafka-transactional or kafka-opaque (then DATA_DIR is the topic, at the
+Kafka in env SQUALL_KAFKA_BOOTSTRAP, holding {"sentence": ...} records);
 KIND: transactional, opaque or non-transactional; RUN seeds the shifting spout's batch sizes
 (give each run its own); STOP_AT 0 runs to the end. Prints "DONE committed" when all is in.
 """
@@ -26,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from squall import Config, LocalCluster  # noqa: E402
 from squall.trident import (  # noqa: E402
+    BaseFunction,
     Count,
     JsonLinesFileSpout,
     PostgresMapState,
@@ -75,11 +78,28 @@ def _pause(txid: int) -> None:
     os._exit(3)
 
 
+class KafkaSplit(BaseFunction):
+    """{"sentence": ...} (a Kafka record's value) -> its words."""
+
+    def execute(self, t, collector):
+        for w in t[0]["sentence"].split():
+            collector.emit([w])
+
+
 def build(data: str, state_factory: Any, spout_kind: str, run: str):
-    spout = (JsonLinesFileSpout(data, ["sentence"], batch_size=20) if spout_kind == "file"
-             else ShiftingOpaqueSpout(data, max_batch=40, seed=run))
+    field, split = "sentence", Split()
+    if spout_kind.startswith("kafka-"):
+        from squall.connectors.kafka import OpaqueKafkaSpout, TransactionalKafkaSpout
+
+        cls = TransactionalKafkaSpout if spout_kind == "kafka-transactional" else OpaqueKafkaSpout
+        spout = cls(os.environ["SQUALL_KAFKA_BOOTSTRAP"], data, scheme="json", batch_size=20)
+        field, split = "value", KafkaSplit()
+    elif spout_kind == "file":
+        spout = JsonLinesFileSpout(data, ["sentence"], batch_size=20)
+    else:
+        spout = ShiftingOpaqueSpout(data, max_batch=40, seed=run)
     t = TridentTopology()
-    (t.new_stream("words", spout).each(["sentence"], Split(), ["word"]).parallelism_hint(2)
+    (t.new_stream("words", spout).each([field], split, ["word"]).parallelism_hint(2)
      .group_by(["word"]).persistent_aggregate(state_factory, Count(), ["count"]).parallelism_hint(2))
     return t.build()
 

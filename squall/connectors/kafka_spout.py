@@ -1,0 +1,363 @@
+"""KafkaSpout: storm-kafka-client's spout on confluent-kafka, built on the shared queue spout.
+
+Each spout task is a consumer of `group_id`; Kafka spreads the topics' partitions over the tasks
+(and over any other process of the same group). A record is emitted as
+("topic", "partition", "offset", "key", "value") with msg id (topic, partition, offset).
+
+- **Commits** are manual: every `commit_interval_secs` (and on revocation and close) each
+  partition commits its highest contiguous done offset (`kafka_offsets`): acks out of order never
+  commit a gap, so a restart resumes at the first record whose tree did not complete.
+- **A failed tuple** is emitted again (kept in memory: Storm seeks back, same effect) after an
+  exponential backoff, `retry_delay_secs * 2**(attempt-1)` up to `max_retry_delay_secs`; after
+  `max_retries` retries it is produced to `dead_letter_topic` with its key, value, headers and the
+  squall-* headers (reason, error, attempts, ...) and, once the broker confirmed it, counts as
+  done. Without a dead-letter topic it goes to the topology's dead-letter sink
+  (`squall.dead.letter.sink`, default the JSON-lines file `squall.dead.letter.path`).
+- **A payload that does not decode** by `scheme` is dead-lettered at once (reason `decode`).
+- **Revocation** commits what is done of the revoked partitions and drops what the spout still
+  holds of them: its replay belongs to the partitions' new owner. Late acks of such records are
+  counted as `stale`.
+- **max spout pending** bounds the records polled and not done; the consumer pauses while full.
+- `first_poll_offset`: "earliest" / "latest" start a group that has no committed offset there
+  (Storm's UNCOMMITTED_EARLIEST / UNCOMMITTED_LATEST); "EARLIEST" / "LATEST" ignore committed
+  offsets on this spout's first assignment of a partition.
+
+All client calls run on the spout's I/O thread (`io_thread`): `next_tuple` only takes from a queue.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from squall.connectors.dead_letters import Failure
+from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
+from squall.connectors.kafka_common import decode_key, kafka_bootstrap, kafka_error_text, shown_config
+from squall.connectors.kafka_offsets import OffsetManager
+from squall.connectors.spout import Message
+
+log = logging.getLogger("squall.connectors.kafka")
+
+FIELDS = ["topic", "partition", "offset", "key", "value"]
+FIRST_POLL = {"earliest": ("earliest", False), "latest": ("latest", False),
+              "uncommitted_earliest": ("earliest", False), "uncommitted_latest": ("latest", False),
+              "EARLIEST": ("earliest", True), "LATEST": ("latest", True)}
+POLL_MAX = 20000  # records per consume call, at most (a whole reply makes one wave, not many small ones)
+BUSY_WAIT_SECS = 0.005  # consume timeout while trees are in flight or actions wait
+IDLE_WAIT_SECS = 0.05
+
+
+class KafkaSpout(IOThreadBrokerSpout):
+    """A reliable spout over Kafka `topics` in consumer group `group_id`; see the module docstring."""
+
+    broker_name = "Kafka"
+
+    def __init__(self, bootstrap_servers: str | list[str] | None = None, topics: str | list[str] = (),
+                 group_id: str = "squall", scheme: Any = "string", max_retries: int | None = 5,
+                 dead_letter_topic: str | None = None, first_poll_offset: str = "earliest",
+                 consumer_config: dict | None = None, *, meta_field: str | None = None,
+                 retry_delay_secs: float = 0.5, max_retry_delay_secs: float = 10.0,
+                 commit_interval_secs: float = 1.0, producer_config: dict | None = None,
+                 open_timeout_secs: float = 15.0):
+        super().__init__(scheme, ("value",), meta_field, max_retries, retry_delay_secs)
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        if not self.topics:
+            raise ValueError("KafkaSpout needs at least one topic: KafkaSpout(servers, ['orders'], 'group')")
+        if first_poll_offset not in FIRST_POLL:
+            raise ValueError(f"first_poll_offset {first_poll_offset!r} is not one of {sorted(FIRST_POLL)}")
+        self.bootstrap_servers = kafka_bootstrap(bootstrap_servers)
+        self.url = f"kafka://{self.bootstrap_servers}"
+        self.group_id = group_id
+        self.dead_letter_topic = dead_letter_topic
+        self.first_poll_offset = first_poll_offset
+        self.consumer_config = dict(consumer_config or {})
+        self.producer_config = dict(producer_config or {})
+        self.max_retry_delay_secs = float(max_retry_delay_secs)
+        self.commit_interval_secs = float(commit_interval_secs)
+        self.open_timeout_secs = float(open_timeout_secs)
+
+    # -- the spout's side -------------------------------------------------------------------
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(FIELDS + ([self.meta_field] if self.meta_field else []))
+
+    def _values(self, m: Message) -> list[Any]:
+        topic, partition, offset = m.id
+        values = [topic, partition, offset, decode_key(m.handle[0]), m.value]
+        if self.meta_field:
+            values.append(self._meta(m))
+        return values
+
+    def _meta(self, m: Message) -> dict[str, Any]:
+        return {"id": m.id, "attempts": m.attempts, "source": m.id[0], "headers": dict(m.headers or {})}
+
+    def _source_name(self) -> str:
+        return ",".join(self.topics)
+
+    def _no_payload(self, m: Message) -> str:
+        return "record has no value (a tombstone)"
+
+    def _next_message(self) -> Message | None:
+        while True:
+            m = super()._next_message()
+            if m is None or self._owned(m):
+                return m
+            self.counters.add("revoked_dropped")  # its partition moved to another consumer
+
+    def activate(self) -> None:
+        self._active = True  # the I/O thread resumes fetching
+
+    def deactivate(self) -> None:
+        """Stop fetching (the consumer pauses its partitions, staying in the group); what was
+        fetched and not emitted yet stays held and is emitted after activate."""
+        self._active = False
+
+    def _owned(self, m: Message) -> bool:
+        return self._gens.get((m.id[0], m.id[1])) == m.handle[1]
+
+    def _connect(self) -> None:
+        self._offsets = OffsetManager()
+        self._gens: dict[tuple[str, int], int] = {}  # assignment generation of each owned partition
+        self._gen_seq = itertools.count(1)
+        self._seen: set[tuple[str, int]] = set()  # partitions this spout was ever assigned
+        self._retry_heap: list[tuple[float, int, Message]] = []
+        self._dead_retry: list[tuple[float, Message, Failure]] = []
+        self._seq = itertools.count()
+        self._dead_inflight = 0
+        self._paused = False
+        self._next_commit = 0.0
+        self._last_error = ""
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._sink: Any = None
+        if self.dead_letter_topic is None:
+            from squall.observe.dead_letter import make_sink  # noqa: PLC0415 - only without a topic
+
+            self._sink = make_sink(getattr(self, "_conf", {}))
+        try:
+            self._start_io(self.open_timeout_secs + 5)
+        except Exception as e:  # noqa: BLE001
+            raise ConnectionError(f"{self.component_id}: cannot consume {self.topics} in group {self.group_id!r} "
+                                  f"from Kafka at {self.bootstrap_servers}: {self._error_text(e)}; is the broker "
+                                  f"up and the address right (bootstrap_servers / KAFKA_BOOTSTRAP_SERVERS)?") from None
+        log.info("%s[%d]: consuming %s in group %r from %s", self.component_id, self.task_index, self.topics,
+                 self.group_id, self.bootstrap_servers)
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self._conf = conf
+        super().open(conf, context, collector)
+
+    def _disconnect(self) -> None:
+        self._stop_io(self.open_timeout_secs + 10)
+
+    # -- the I/O thread: clients --------------------------------------------------------------
+
+    def _client_conf(self, extra: dict) -> dict:
+        conf = {"bootstrap.servers": self.bootstrap_servers, "logger": log, "error_cb": self._on_client_error,
+                "client.id": f"squall-{self.component_id}-{self.task_index}"}
+        conf.update(extra)
+        return conf
+
+    def _io_connect(self) -> None:
+        reset, _strict = FIRST_POLL[self.first_poll_offset]
+        conf = self._client_conf({"group.id": self.group_id, "enable.auto.commit": False,
+                                  "enable.auto.offset.store": False, "auto.offset.reset": reset,
+                                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                                  "enable.partition.eof": False, **self.consumer_config})
+        try:
+            consumer = Consumer(conf)
+        except KafkaException as e:
+            raise ValueError(f"bad consumer settings {shown_config(self.consumer_config)}: {e}") from None
+        try:
+            consumer.list_topics(timeout=self.open_timeout_secs)  # reachable? (raises if not)
+            consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                               on_lost=self._on_lost)
+            if self.dead_letter_topic:
+                self._producer = Producer(self._client_conf({"enable.idempotence": True, "linger.ms": 5,
+                                                             **self.producer_config}))
+        except Exception:
+            consumer.close()
+            raise
+        self._consumer = consumer
+
+    def _io_close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()  # leaves the group: the partitions move on at once
+            except Exception as e:  # noqa: BLE001 - closing a broken client; nothing to do
+                log.debug("closing the Kafka consumer: %s", e)
+
+    def _on_client_error(self, err: Any) -> None:
+        text = kafka_error_text(err)
+        if text != self._last_error:  # librdkafka repeats a transport error on every retry
+            self._last_error = text
+            self._done.append((REPORT, f"Kafka at {self.bootstrap_servers}: {text}", None))
+
+    # -- the I/O thread: rebalances -----------------------------------------------------------
+
+    def _on_assign(self, consumer: Any, partitions: list) -> None:
+        _reset, strict = FIRST_POLL[self.first_poll_offset]
+        for p in partitions:
+            tp = (p.topic, p.partition)
+            self._offsets.revoke(tp)
+            self._offsets.assign(tp)
+            self._gens[tp] = next(self._gen_seq)
+            if strict and tp not in self._seen:
+                p.offset = OFFSET_BEGINNING if self.first_poll_offset == "EARLIEST" else OFFSET_END
+            self._seen.add(tp)
+        consumer.assign(partitions)
+        self._paused = False
+        self.counters.add("assigned", len(partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list) -> None:
+        tps = {(p.topic, p.partition) for p in partitions}
+        self._commit({tp: off for tp, off in self._offsets.to_commit().items() if tp in tps})
+        self._drop(tps)
+        self.counters.add("revoked", len(partitions))
+
+    def _on_lost(self, consumer: Any, partitions: list) -> None:
+        self._drop({(p.topic, p.partition) for p in partitions})
+        self.counters.add("lost", len(partitions))
+
+    def _drop(self, tps: set[tuple[str, int]]) -> None:
+        """Forget what this spout holds of `tps`: records not emitted yet, retries waiting."""
+        for tp in tps:
+            self._offsets.revoke(tp)
+            self._gens.pop(tp, None)
+        self._retry_heap = [e for e in self._retry_heap if (e[2].id[0], e[2].id[1]) not in tps]
+        heapq.heapify(self._retry_heap)
+
+    # -- the I/O thread: the loop -------------------------------------------------------------
+
+    def _io_serve(self) -> None:
+        while not self._closing:
+            self._settle()
+            now = time.monotonic()
+            self._due_retries(now)
+            if self._producer is not None:
+                self._producer.poll(0)
+            if now >= self._next_commit:
+                self._next_commit = now + self.commit_interval_secs
+                self._commit(self._offsets.to_commit())
+            self._poll()
+        self._settle()
+        if self._producer is not None:
+            self._producer.flush(self.open_timeout_secs)
+        self._commit(self._offsets.to_commit())
+
+    def _poll(self) -> None:
+        c = self._consumer
+        free = self._prefetch() - self._offsets.outstanding() + len(self._retry_heap) if self._active else 0
+        busy = bool(self._actions or self._inflight or self._dead_inflight)
+        if free <= 0 and not self._paused:
+            c.pause(c.assignment())
+            self._paused = True
+        elif free > 0 and self._paused:
+            c.resume(c.assignment())
+            self._paused = False
+        n = min(max(free, 1), POLL_MAX)
+        msgs = c.consume(n, BUSY_WAIT_SECS if busy or free <= 0 else IDLE_WAIT_SECS)
+        batch = []
+        for km in msgs:
+            err = km.error()
+            if err is not None:
+                if err.fatal():
+                    raise KafkaException(err)
+                if err.code() != KafkaError._PARTITION_EOF:
+                    self._on_client_error(err)
+                continue
+            tp = (km.topic(), km.partition())
+            if not self._offsets.polled(tp, km.offset()):
+                continue  # not (any more) ours: its owner reads it from the committed offset
+            m = Message((tp[0], tp[1], km.offset()), km.value(), 1, (km.key(), self._gens.get(tp)), km.headers())
+            self.decode(m)
+            batch.append(m)
+        self._incoming.extend(batch)
+
+    def _due_retries(self, now: float) -> None:
+        heap = self._retry_heap
+        while heap and heap[0][0] <= now:
+            m = heapq.heappop(heap)[2]
+            m.attempts += 1
+            self._incoming.append(m)
+        while self._dead_retry and self._dead_retry[0][0] <= now:
+            _due, m, failure = self._dead_retry.pop(0)
+            self._send_dead_letter(m, failure)
+
+    def _backoff(self, attempts: int) -> float:
+        return min(self.max_retry_delay_secs, self.retry_delay_secs * 2 ** max(0, attempts - 1))
+
+    # -- the I/O thread: acks, retries, dead letters -------------------------------------------
+
+    def _settle(self) -> None:
+        actions, done = self._actions, self._done
+        while actions:
+            kind, m, failure = actions.popleft()
+            tp = (m.id[0], m.id[1])
+            if self._gens.get(tp) != m.handle[1]:
+                done.append((STALE, m, None))  # its partition was revoked: the new owner replays it
+            elif kind == "ack":
+                self._offsets.done(tp, m.id[2])
+                done.append((ACKED, m, None))
+            elif kind == self.RETRY_ACTION:
+                due = time.monotonic() + self._backoff(m.attempts)
+                heapq.heappush(self._retry_heap, (due, next(self._seq), m))
+            else:
+                self._send_dead_letter(m, failure)
+
+    def _send_dead_letter(self, m: Message, failure: Failure) -> None:
+        topic, partition, offset = m.id
+        fields = failure.fields(topic, f"{partition}:{offset}")
+        if self._producer is None:
+            self._sink.write({"component": self.component_id, "task": self.task_index, "topic": topic,
+                              "partition": partition, "offset": offset, **fields,
+                              "key_base64": _b64(m.handle[0]), "value_base64": _b64(m.body)})
+            self._dead_done(m, failure)
+            return
+        headers = list(m.headers or []) + [(k, v.encode()) for k, v in fields.items()]
+        self._dead_inflight += 1
+
+        def delivered(err: Any, _msg: Any) -> None:
+            self._dead_inflight -= 1
+            if err is None:
+                self._dead_done(m, failure)
+                return
+            self._done.append((REPORT, f"dead-lettering {m.id} to {self.dead_letter_topic!r} failed "
+                                       f"({kafka_error_text(err)}); trying again", None))
+            self._dead_retry.append((time.monotonic() + 1.0, m, failure))
+
+        self._producer.produce(self.dead_letter_topic, value=m.body, key=m.handle[0], headers=headers,
+                               on_delivery=delivered)
+
+    def _dead_done(self, m: Message, failure: Failure) -> None:
+        tp = (m.id[0], m.id[1])
+        if self._gens.get(tp) == m.handle[1]:
+            self._offsets.done(tp, m.id[2])
+        self._done.append((DEAD, m, failure))
+
+    def _commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if not offsets or self._consumer is None:
+            return
+        try:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                  asynchronous=False)
+        except KafkaException as e:  # e.g. a rebalance in progress: the next commit tries again
+            self._done.append((REPORT, f"committing offsets {offsets} failed: {kafka_error_text(e.args[0])}", None))
+            return
+        self._offsets.committed(offsets)
+        self.counters.add("commits")
+
+    def committed_offsets(self) -> dict[tuple[str, int], int]:
+        """The last offset committed per owned partition (for tests and monitoring)."""
+        return {tp: p.committed for tp, p in self._offsets.partitions.items() if p.committed is not None}
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")

@@ -1,0 +1,96 @@
+"""Unit tests of Storm's offset manager rule (no broker): the committed offset never passes an
+offset whose tree is not done, whatever the order of acks."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+from squall.connectors.kafka_offsets import OffsetManager, PartitionOffsets
+
+
+def test_nothing_polled_nothing_to_commit():
+    p = PartitionOffsets()
+    assert p.commit_offset() is None and p.to_commit() is None
+
+
+def test_out_of_order_acks_never_commit_a_gap():
+    p = PartitionOffsets()
+    for off in range(10, 15):
+        p.polled(off)
+    assert p.done(12) and p.done(14)
+    assert p.commit_offset() == 10  # 10 and 11 still running
+    p.done(10)
+    assert p.commit_offset() == 11
+    p.done(11)
+    assert p.commit_offset() == 13  # 13 still running
+    p.done(13)
+    assert p.commit_offset() == 15 and p.outstanding == 0
+
+
+def test_offsets_the_log_skips_do_not_hold_the_commit_back():
+    p = PartitionOffsets()
+    for off in (3, 4, 8, 9):  # 5..7 never polled: compacted away, or transaction markers
+        p.polled(off)
+    for off in (4, 9, 3):
+        p.done(off)
+    assert p.commit_offset() == 8
+    p.done(8)
+    assert p.commit_offset() == 10
+
+
+def test_acks_of_unknown_or_repeated_offsets_are_refused():
+    p = PartitionOffsets()
+    p.polled(0)
+    assert not p.done(5)  # never polled
+    assert p.done(0)
+    assert not p.done(0)  # twice
+    assert p.commit_offset() == 1
+
+
+def test_to_commit_only_when_the_offset_moved():
+    p = PartitionOffsets()
+    p.polled(0)
+    p.polled(1)
+    p.done(0)
+    assert p.to_commit() == 1
+    p.committed = 1
+    assert p.to_commit() is None
+    p.done(1)
+    assert p.to_commit() == 2
+
+
+def test_manager_per_partition_and_revocation():
+    m = OffsetManager()
+    a, b = ("t", 0), ("t", 1)
+    m.assign(a)
+    m.assign(b)
+    for off in range(5):
+        m.polled(a, off)
+        m.polled(b, off)
+    for off in (0, 1, 3):
+        m.done(a, off)
+    m.done(b, 0)
+    assert m.to_commit() == {a: 2, b: 1}
+    m.committed({a: 2})
+    assert m.to_commit() == {b: 1}
+    assert m.outstanding() == 2 + 4
+    m.revoke(b)
+    assert not m.polled(b, 5) and not m.done(b, 1)  # not ours any more
+    assert m.outstanding() == 2
+
+
+def test_random_ack_orders_commit_exactly_the_contiguous_prefix():
+    """Against a plain model: the commit offset is the first offset not done."""
+    for seed in range(50):
+        rng = random.Random(zlib.crc32(f"offsets-{seed}".encode()))
+        offsets = sorted(rng.sample(range(200), 60))  # with gaps
+        p = PartitionOffsets()
+        for off in offsets:
+            p.polled(off)
+        done: set[int] = set()
+        for off in rng.sample(offsets, len(offsets)):
+            p.done(off)
+            done.add(off)
+            first_open = next((o for o in offsets if o not in done), offsets[-1] + 1)
+            assert p.commit_offset() == first_open, (seed, off)
