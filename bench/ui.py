@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -53,10 +52,14 @@ def say(*a: Any) -> None:
 
 
 def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_ui_wordcount", ROOT / "examples" / "wordcount.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    """examples/wordcount.py as `squall run` loads it: pickled by value, since Spark's Python
+    workers cannot import it by name."""
+    from squall.cli import load_topology_module
+
+    mod = load_topology_module(str(ROOT / "examples" / "wordcount.py"))
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(mod)
     return mod
 
 
