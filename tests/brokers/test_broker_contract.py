@@ -185,7 +185,8 @@ def test_a_dropped_connection_loses_nothing(proxied_admin):
             wait_until(lambda: rec.n_acked() >= 500, 30, lambda: f"acked {rec.n_acked()}")
             assert rec.n_acked() < n, "finished before the drop: the test proves nothing"
             assert proxy.drop() >= 1
-            wait_until(lambda: rec.n_acked() >= n, 60, lambda: f"acked {rec.n_acked()}/{n}, {rec.counters()}")
+            wait_until(lambda: rec.n_acked() >= n, 60, lambda: f"acked {rec.n_acked()}/{n}, {rec.counters()}",
+                       progress=rec.n_acked)
             wait_until(lambda: rec.total("reconnects") >= 1, 20, lambda: f"a reconnect, {rec.counters()}")
             errors = cluster.get_errors("drop")
             cluster.kill_topology("drop")
@@ -223,7 +224,8 @@ def test_a_killed_process_loses_nothing(admin, tmp_path):
         worker = start_worker(admin.broker, source, out, delay_ms=1, url=getattr(admin, "worker_url", None))
         wait_until(lambda: set(read_ids(out)) >= set(range(n)), 90,
                    lambda: f"{len(set(range(n)) - set(read_ids(out)))} ids missing; stderr: "
-                           f"{(tmp_path / 'out.txt.stderr').read_text()[-2000:]}")
+                           f"{(tmp_path / 'out.txt.stderr').read_text()[-2000:]}",
+                   progress=lambda: len(read_ids(out)))
     finally:
         if worker.poll() is None:
             worker.terminate()  # closes its topology: the last acks go out

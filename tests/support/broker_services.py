@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,12 +96,21 @@ def unique(prefix: str) -> str:
     return f"squall-test-{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str] | str) -> None:
-    """Poll `predicate` until true; AssertionError saying what was still missing at the deadline."""
+def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str] | str,
+               progress: Callable[[], Any] | None = None) -> None:
+    """Poll `predicate` until true; AssertionError saying what was still missing at the deadline.
+    With `progress` (e.g. the acked count), the deadline is `timeout` seconds after the last change
+    of its value: a loaded machine that is still getting work done is waited for, a stall is not."""
     deadline = time.monotonic() + timeout
+    last = progress() if progress is not None else None
     while not predicate():
+        if progress is not None:
+            now = progress()
+            if now != last:
+                last, deadline = now, time.monotonic() + timeout
         if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout}s: {what() if callable(what) else what}")
+            stalled = " with no progress" if progress is not None else ""
+            raise AssertionError(f"not reached within {timeout}s{stalled}: {what() if callable(what) else what}")
         time.sleep(0.05)
 
 
