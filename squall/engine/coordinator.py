@@ -79,10 +79,10 @@ class Coordinator:
         self.timeouts_on = bool(self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]) and self.tracking
         self.max_pending = self.conf[Config.TOPOLOGY_MAX_SPOUT_PENDING]
         fixed = self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES)
+        self.wave_tuples = int(fixed) if fixed else None  # per spout task; None: sized by cost
         self.sizer = None if fixed else WaveSizer(
             executor.default_wave_tuples, WAVE_TUPLES_CAP,
             min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4))
-        self.wave_tuples = int(fixed or executor.default_wave_tuples)
         self.wave_secs = float(self.conf[Config.SQUALL_WAVE_MAX_SECS])
         self.spouts: list[SpoutTask] = []
         for comp in topology.spouts:
@@ -167,13 +167,13 @@ class Coordinator:
             outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
             emitted = 0
             active = [st for st in self.spouts if st.active]
-            if self.sizer is not None and active:
-                self.wave_tuples = -(-self.sizer.wave_budget() // len(active))
+            budget = self.wave_tuples if self.sizer is None or not active \
+                else -(-self.sizer.wave_budget() // len(active))
             full = False
             for st in active:
-                res = self._call_spout(st)
+                res = self._call_spout(st, budget)
                 emitted += res.emitted
-                full = full or res.emitted >= self.wave_tuples
+                full = full or res.emitted >= budget
                 outputs.extend(res.outputs)
             empty = np.zeros(0, np.uint64)
             init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
@@ -199,9 +199,9 @@ class Coordinator:
                 self.watch.metrics.add(st.component, st.task_id, delta)
         self.watch.end_wave()
 
-    def _call_spout(self, st: SpoutTask):
+    def _call_spout(self, st: SpoutTask, budget: int):
+        """One spout task's pulls for the wave, at most `budget` emits (and what max pending leaves)."""
         res = st.begin()
-        budget = self.wave_tuples
         if self.tracking and self.max_pending:
             budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
         deadline = time.perf_counter() + self.wave_secs

@@ -118,7 +118,7 @@ class Executor(Protocol):
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
                  now: float | None = None) -> WaveOutput:
         """`now`: the topology clock at the wave's start (epoch secs, or simulated secs), which
-        bolt tasks read as the wave's time (squall.engine.bolt_task.BoltTask.now)."""
+        bolt tasks read as the wave's time (`TopologyContext.wave_time`)."""
         ...
 
     def stop(self) -> None: ...
