@@ -738,3 +738,28 @@ def test_sqlite_partitions_in_several_processes_share_one_file(tmp_path):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     state.close()
     meta.close()
+
+
+def test_an_unstorable_value_names_its_key_and_what_to_do(store, kind):
+    """A value JSON cannot hold (a set) fails the batch's commit with an error naming the key,
+    and the batch can commit once the value is storable; nothing of the failed batch is kept."""
+    if store.name == "memory":
+        pytest.skip("the memory store keeps objects as they are: any value is storable")
+    s = store.make(kind).make_state({}, 0, 1)
+    s.begin_commit(1)
+    with pytest.raises(TypeError, match=r'key \["bad"\].*return numbers, strings, lists or dicts'):
+        s.multi_update([["ok"], ["bad"]], [add(1), SetValue({"x"})])
+    s.begin_commit(1)  # the retry of the same batch, now storable
+    s.multi_update([["ok"], ["bad"]], [add(1), add(2)])
+    s.commit(1)
+    assert s.multi_get([["ok"], ["bad"]]) == [1, 2]
+
+
+class SetValue:
+    """A ValueUpdater whose result is a set: not JSON."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def update(self, stored):
+        return self.v

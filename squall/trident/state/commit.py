@@ -247,7 +247,10 @@ class BufferedBackingMap(ABC):
 
     def multi_put_encoded(self, enc_keys: list[str], vals: list) -> None:
         encode = self._encode
-        items = [(e, v, encode(v) if encode else v) for e, v in zip(enc_keys, vals)]
+        try:
+            items = [(e, v, encode(v) if encode else v) for e, v in zip(enc_keys, vals)]
+        except (TypeError, ValueError) as exc:
+            raise _unstorable(enc_keys, vals, encode, exc) from exc
         if self._pending is not None:
             for e, v, s in items:
                 self._pending[e] = (v, s)
@@ -295,3 +298,20 @@ class BufferedBackingMap(ABC):
             f"{type(self).__name__} holds a connection and is not picklable: pickle the state factory and "
             "make the state where it runs"
         )
+
+
+def _unstorable(enc_keys: list[str], vals: list, encode: Callable[[Any], Any] | None,
+                exc: Exception) -> TypeError:
+    """The error for a value the store cannot keep, naming the key and saying what to do: the
+    batch retries until the value is storable, so the message must be actionable."""
+    for e, v in zip(enc_keys, vals):
+        try:
+            encode(v) if encode else None
+        except (TypeError, ValueError):
+            return TypeError(
+                f"the state cannot store the value for key {e}: {v!r:.120} ({exc}). State values are "
+                "kept as JSON: have the aggregator or updater return numbers, strings, lists or dicts "
+                "(e.g. a sorted list instead of a set). The batch is retried until it commits."
+            )
+    return TypeError(f"the state cannot store a value: {exc}")
+
