@@ -42,12 +42,43 @@ def can_log_to_file() -> bool:
     return SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
 
 
+KEEP_LOGS = 30  # the newest log files kept in squall-logs; older ones go when a new one starts
+KEEP_LOG_DAYS = 7.0  # and none older than this
+
+
 def new_log_path(app_name: str) -> str:
-    """A fresh file under the temp dir: squall-logs/spark-<app>-<time>-<pid>.log."""
+    """A fresh file under the temp dir: squall-logs/spark-<app>-<time>-<pid>.log. Old files
+    there are removed first, so a machine that runs squall daily does not fill its temp dir."""
     folder = os.path.join(tempfile.gettempdir(), "squall-logs")
     os.makedirs(folder, exist_ok=True)
+    prune_logs(folder)
     app = re.sub(r"[^\w.-]+", "_", app_name)[:60]
     return os.path.join(folder, f"spark-{app}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+
+
+def prune_logs(folder: str, keep: int = KEEP_LOGS, max_age_days: float = KEEP_LOG_DAYS,
+               now: float | None = None) -> list[str]:
+    """Removes squall's Spark logs in ``folder`` beyond the newest ``keep`` or older than
+    ``max_age_days``; returns the paths removed. A file another run still writes to is at
+    worst unlinked (its writer keeps its descriptor), never truncated."""
+    now = time.time() if now is None else now
+    logs = []
+    for entry in os.scandir(folder):
+        if entry.is_file() and entry.name.startswith("spark-") and entry.name.endswith(".log"):
+            try:
+                logs.append((entry.stat().st_mtime, entry.path))
+            except FileNotFoundError:  # removed meanwhile by another run
+                continue
+    logs.sort(reverse=True)
+    old = [p for i, (mtime, p) in enumerate(logs) if i >= keep or now - mtime > max_age_days * 86400]
+    removed = []
+    for p in old:
+        try:
+            os.remove(p)
+            removed.append(p)
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 def start_context_logging_to_file(settings: dict[str, str], app_name: str) -> Any:
