@@ -357,7 +357,8 @@ class Coordinator:
                 self.stats[e.component].errors += 1
                 if e.task in self.watch.windows.row:
                     self.watch.add(e.task, errors=1)
-            log.warning("%s: %s", self.name, e)
+            if e.kind != "lost":  # a lost wave has its own line, with its root count (lost_waves.py)
+                log.warning("%s: %s", self.name, e)
         self.error_count += len(errors)
         self.errors.extend(errors)
         if len(self.errors) > MAX_ERRORS_KEPT:

@@ -373,6 +373,8 @@ def test_a_lost_wave_keeps_java_traces_off_the_console_and_names_the_log_file():
     assert "TaskSetManager" not in console and "at org.apache" not in console and "Executor:" not in console
     lost = re.findall(r"wave lost \(1 roots\): ([^;]*); full Spark log: (\S+\.log)", out)
     assert len(lost) == 1, out
+    live = console.split("topology 'crash_topology' after")[0]  # the lines before the final report
+    assert "lost in __wave" not in live, live  # said once, not again as an error record
     error, path = lost[0]
     assert "Python worker exited unexpectedly" in error
     assert f"Spark's own logs go to {path}" in out
