@@ -27,6 +27,7 @@ log = logging.getLogger("squall.connectors.kafka")
 FETCH_IDLE_SECS = 0.3  # a new batch ends when no record came for this long
 FIRST_FETCH_SECS = 1.0  # ... or when none came at all for this long
 REPLAY_TIMEOUT_SECS = 60.0
+PARTITIONS_REFRESH_SECS = 30.0  # how old the known partition list may be: new partitions join within this
 
 
 class KafkaBatchReader:
@@ -48,9 +49,11 @@ class KafkaBatchReader:
         self.bad_payloads = 0
         self._clients: Any = None
         self._cache: tuple[Any, list[list]] | None = None  # (meta, rows) of the batch just read
+        self._partitions: tuple[float, list[int]] | None = None  # (when asked, partitions)
+        self._next: dict[int, int] | None = None  # where the assigned consumer reads on, per partition
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_clients": None, "_cache": None}
+        return {**self.__dict__, "_clients": None, "_cache": None, "_partitions": None, "_next": None}
 
     def _consumer(self) -> Any:
         if self._clients is None:
@@ -64,11 +67,17 @@ class KafkaBatchReader:
         return self._clients[0]
 
     def partitions(self) -> list[int]:
+        """The topic's partitions, asked of the broker at most every PARTITIONS_REFRESH_SECS: a
+        metadata request can take as long as reading a whole batch (~0.4 s on Tansu)."""
+        now = time.monotonic()
+        if self._partitions is not None and now - self._partitions[0] < PARTITIONS_REFRESH_SECS:
+            return self._partitions[1]
         md = self._consumer().list_topics(self.topic, timeout=15).topics.get(self.topic)
         if md is None or md.error is not None or not md.partitions:
             raise RuntimeError(f"Kafka topic {self.topic!r} at {self.bootstrap_servers} has no partitions "
                                f"({getattr(md, 'error', None)}); create it first")
-        return sorted(md.partitions)
+        self._partitions = (now, sorted(md.partitions))
+        return self._partitions[1]
 
     def next_ranges(self, prev_meta: dict | None) -> tuple[dict[str, list[int]], list[list]] | None:
         """Read up to batch_size new records after `prev_meta`'s ranges: (meta, rows), or None."""
@@ -78,7 +87,8 @@ class KafkaBatchReader:
         default = OFFSET_BEGINNING if self.first_poll_offset == "earliest" else OFFSET_END
         starts = {p: prev[str(p)][1] if str(p) in prev else default for p in self.partitions()}
         c = self._consumer()
-        c.assign([TopicPartition(self.topic, p, off) for p, off in starts.items()])
+        if self._next != starts:  # not where the last batch stopped: a first batch, a replay, new partitions
+            c.assign([TopicPartition(self.topic, p, off) for p, off in starts.items()])
         got: list[Any] = []
         last = time.monotonic()
         while len(got) < self.batch_size and time.monotonic() - last < (FETCH_IDLE_SECS if got else FIRST_FETCH_SECS):
@@ -86,7 +96,11 @@ class KafkaBatchReader:
             if msgs:
                 got += msgs
                 last = time.monotonic()
-        c.unassign()
+        # stay assigned: the next batch usually starts here, and reading on (records librdkafka
+        # already fetched included) saves a reassignment and its fetch round trips per batch
+        self._next = dict(starts)
+        for m in got:
+            self._next[m.partition()] = m.offset() + 1
         if not got:
             return None
         meta = self._ranges(prev, list(starts), got)
@@ -123,6 +137,7 @@ class KafkaBatchReader:
         if not want:
             return []
         c = self._consumer()
+        self._next = None  # reading on after this needs a new assignment
         c.assign([TopicPartition(self.topic, p, s) for p, (s, _e) in want.items()])
         got, reached = [], {p: s for p, (s, _e) in want.items()}
         deadline = time.monotonic() + REPLAY_TIMEOUT_SECS

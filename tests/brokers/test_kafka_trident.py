@@ -69,6 +69,14 @@ def test_a_batch_reread_is_the_same_batch(kafka_admin):
         meta2 = spout.new_batch(2, meta1)
         assert all(meta2[p][0] == meta1[p][1] for p in meta1)  # batch 2 starts where batch 1 ended
         rest = spout.batch_rows(2, meta2)
+        # asked again from batch 1's end after the reader went on (an opaque retry), and asked of the
+        # reader that replayed batch 1: each starts at batch 1's end and holds its ranges' records
+        for reader in (spout, fresh):
+            again = reader.new_batch(2, meta1)
+            assert all(again[p][0] == meta1[p][1] for p in meta1) and 0 < sum(e - s for s, e in again.values()) <= 40
+            check = TransactionalKafkaSpout(kafka_admin.url, [topic], "checker", "json", batch_size=40)
+            assert sorted(check.batch_rows(2, again)) == sorted(reader.batch_rows(2, again))
+            check.close()
         rows = first + rest
         while (meta := spout.new_batch(3, meta2)) is not None:
             rows += spout.batch_rows(3, meta)
