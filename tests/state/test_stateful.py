@@ -9,27 +9,7 @@ from collections import Counter
 
 from squall import Config, LocalCluster
 from squall.api.checkpoint import CHECKPOINT_STREAM_ID
-from squall.state import BaseStatefulBolt
-from tests.support.state_topology import build, committed, true_counts
-
-
-class PlainCount(BaseStatefulBolt):
-    """Counts words, no (sentence, position) keys: what a restart must continue from."""
-
-    def declare_output_fields(self, d):
-        d.declare(["word", "count"])
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def init_state(self, state):
-        self.state = state
-        self.initial = dict(state.items())
-
-    def execute(self, t):
-        w = t["word"]
-        self.state.put(("count", w), self.state.get(("count", w), 0) + 1)
-        self.collector.ack(t)
+from tests.support.state_topology import PlainCount, build, committed, true_counts
 
 
 def _conf(path: str) -> Config:

@@ -104,6 +104,25 @@ class CountWords(BaseStatefulBolt):
         self.collector.ack(t)
 
 
+class PlainCount(BaseStatefulBolt):
+    """Counts words, no (sentence, position) keys: what a restart must continue from."""
+
+    def declare_output_fields(self, d):
+        d.declare(["word", "count"])
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def init_state(self, state):
+        self.state = state
+        self.initial = dict(state.items())
+
+    def execute(self, t):
+        w = t["word"]
+        self.state.put(("count", w), self.state.get(("count", w), 0) + 1)
+        self.collector.ack(t)
+
+
 def build(n: int, ack_db: str | None = None, counters: int = 2, seed: str = "state",
           spout: type = DurableSentenceSpout, counter: type = CountWords) -> TopologyBuilder:
     b = TopologyBuilder()
