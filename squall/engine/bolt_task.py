@@ -201,6 +201,7 @@ class BoltTask(TaskBase):
         rec = self.collector.take_recorded()
         anchors = batch_anchors(batch)
         out_ack = np.zeros(len(batch), np.uint64)
+        batch.out_ack = out_ack  # filled by anchor_children below; read by HeldStores holding rows of it
         res.emitted += len(rec.emits) + rec.unrouted
         if res.captured is not None:
             self._capture(res, rec.emits)

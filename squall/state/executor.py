@@ -4,8 +4,8 @@ On `prepare` it opens the task's KeyValueState (namespace topology/component/tas
 a previous run prepared but did not commit (Storm's rollback at INITSTATE) and hands the
 committed state to `init_state`. The coordinator sends every task of the bolt a PREPARE and a
 COMMIT tuple on the `$checkpoint` stream at the first wave after each checkpoint interval of
-topology time (squall.engine.checkpoints). Acks the bolt gives its inputs are held (the Tuples
-stay pending and travel with the task between waves) and sent only after COMMIT, so a spout
+topology time (squall.engine.checkpoints). Acks the bolt gives its inputs are held (in a
+HeldStore, as columns, carried with the task between waves) and sent only after COMMIT, so a spout
 tuple is acked only once the state changes it caused are committed. A failed PREPARE or COMMIT
 rolls the state back to the last commit and fails the held inputs (their spouts replay them).
 """
@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from squall.api.checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINTED, COMMIT, PREPARE, ROLLBACK
 from squall.api.components import Bolt
 from squall.api.config import Config
-from squall.api.ticks import is_tick
+from squall.api.ticks import SYSTEM_COMPONENT_ID
 from squall.api.tuple import Tuple
+from squall.reliability.held import PENDING, HeldStore
 from squall.reliability.pending import FailReason
 from squall.state.bolt import BaseStatefulBolt
 from squall.state.config import checkpoint_secs, make_provider
@@ -40,10 +43,10 @@ class AckHoldingCollector:
         self._out.emit_direct(task, values, anchors, stream)
 
     def ack(self, tuple: Tuple) -> None:  # noqa: A002
-        if type(tuple) is Tuple and not is_tick(tuple):
-            self._executor.held.append(tuple)
+        if type(tuple) is Tuple and not tuple._done and tuple._b.component != SYSTEM_COMPONENT_ID:
+            self._executor.store.add(tuple, 0, 0)  # the task's flush still adds the edges of its anchored emits
         else:
-            self._out.ack(tuple)
+            self._out.ack(tuple)  # a tick, or a second ack (reported as such)
 
     def fail(self, tuple: Tuple) -> None:  # noqa: A002
         self._out.fail(tuple)
@@ -62,7 +65,7 @@ class StatefulBoltExecutor(Bolt):
         self.bolt = bolt
         self.component = component
         self.state: KeyValueState | None = None
-        self.held: list[Tuple] = []  # inputs the bolt acked since the last commit
+        self.store = HeldStore()  # inputs the bolt acked since the last commit, as columns
         self.checkpoints = 0  # commits done by this task in this run (for tests and metrics)
 
     def declare_output_fields(self, declarer: Any) -> None:
@@ -114,9 +117,10 @@ class StatefulBoltExecutor(Bolt):
                 if state.dirty:
                     state.commit(state.txid + 1)
                 self.checkpoints += 1
-                held, self.held = self.held, []
-                for h in held:
-                    self._out.ack(h)
+                rows = self._held_rows()
+                if self.store.ack(rows):  # the ack messages are computed at this batch's flush
+                    self.store.gone[rows] = True
+                    self._out.track_held(self.store)
             elif action == ROLLBACK:
                 self._rollback(FailReason("failed", self.component, self.context.this_task_id, "state rolled back"))
         except Exception as e:  # noqa: BLE001 - the store failed: back to the last commit, replay the inputs
@@ -131,8 +135,11 @@ class StatefulBoltExecutor(Bolt):
             f"{self.state.provider.NAME} state store failed ({type(e).__name__}: {e}); the state is rolled back to "
             f"txid {self.state.txid} and the inputs since then fail (their spouts replay them)")
 
+    def _held_rows(self) -> np.ndarray:
+        self.store.consolidate()
+        return np.flatnonzero(self.store.done == PENDING)
+
     def _rollback(self, reason: FailReason) -> None:
-        held, self.held = self.held, []
-        for h in held:
-            self._out.fail_with_reason(h, reason)
+        if self.store.fail(self._held_rows(), reason):
+            self._out.track_held(self.store)
         self.state.rollback()

@@ -1,9 +1,9 @@
 """KeyValueState: what a stateful bolt reads and writes (Storm's KeyValueState).
 
-The committed pairs of the task are loaded once (at init_state), changes since the last
-checkpoint are kept aside, serialized at `put` (so a value that cannot be stored fails the
-put, in `execute`, naming the key), and handed to the provider at the checkpoint: prepare,
-then commit (or rollback, which drops them).
+The committed pairs of the task are loaded once (at init_state); changes since the last
+checkpoint are kept aside and serialized at the checkpoint (prepare, then commit; rollback
+drops them). A value that cannot be stored fails its `put`, in `execute`, naming the key: a
+value other than a plain number, string or bytes is test-serialized at `put` for that.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 from squall.state.providers import StateProvider
 
 _PROTO = 4
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None)})
+_DELETED = object()
 
 
 def dumps(v: Any) -> bytes:
@@ -33,7 +35,7 @@ class KeyValueState:
         self.namespace = namespace
         self.component = component
         self._data: dict[Any, Any] = {}  # the current view: committed plus changes
-        self._changes: dict[Any, bytes | None] = {}  # key -> serialized value, None: deleted
+        self._changes: dict[Any, Any] = {}  # key -> value put since the last commit (_DELETED: deleted)
         self.txid = 0  # the last committed txid
         self.loaded = False
 
@@ -43,26 +45,32 @@ class KeyValueState:
         return self._data.get(key, default)
 
     def put(self, key: Any, value: Any) -> None:
-        try:
-            blob = dumps(value)
-        except Exception as e:
-            raise StateValueError(
-                f"stateful bolt {self.component!r}: the value for key {key!r} cannot be stored in the state "
-                f"({type(e).__name__}: {e}); store plain data (numbers, strings, lists, dicts, tuples). "
-                "This tuple fails; the state keeps its previous value for that key") from e
+        if type(value) not in _PLAIN:  # a plain value always serializes: checked at the checkpoint only
+            try:
+                dumps(value)
+            except Exception as e:
+                raise StateValueError(
+                    f"stateful bolt {self.component!r}: the value for key {key!r} cannot be stored in the state "
+                    f"({type(e).__name__}: {e}); store plain data (numbers, strings, lists, dicts, tuples). "
+                    "This tuple fails; the state keeps its previous value for that key") from e
+        if key not in self._changes:  # a key seen since the last checkpoint was checked then
+            self._check_key(key)
+        self._data[key] = value
+        self._changes[key] = value
+
+    def _check_key(self, key: Any) -> None:
         try:
             hash(key)
-            self._key_bytes(key)
+            dumps(key)
         except Exception as e:
             raise StateValueError(
                 f"stateful bolt {self.component!r}: the key {key!r} cannot be a state key ({type(e).__name__}: {e}); "
                 "use a string, a number or a tuple of them") from e
-        self._data[key] = value
-        self._changes[key] = blob
 
     def delete(self, key: Any) -> None:
+        self._check_key(key)
         self._data.pop(key, None)
-        self._changes[key] = None
+        self._changes[key] = _DELETED
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(list(self._data.items()))
@@ -74,10 +82,6 @@ class KeyValueState:
         return key in self._data
 
     # -- the checkpoint (called by the executor, on the $checkpoint stream) ---------------
-
-    @staticmethod
-    def _key_bytes(key: Any) -> bytes:
-        return dumps(key)
 
     def init(self) -> None:
         """INITSTATE: drop anything prepared but not committed, load the committed pairs."""
@@ -91,7 +95,8 @@ class KeyValueState:
         return bool(self._changes)
 
     def _wire(self) -> dict[bytes, bytes | None]:
-        return {self._key_bytes(k): v for k, v in self._changes.items()}
+        """The changes serialized (values as they are now, as Storm serializes at prepare)."""
+        return {dumps(k): None if v is _DELETED else dumps(v) for k, v in self._changes.items()}
 
     def prepare_commit(self, txid: int) -> None:
         self.provider.prepare(self.namespace, txid, self._wire())
