@@ -9,7 +9,7 @@ from collections import Counter
 
 from squall import Config, LocalCluster
 from squall.api.checkpoint import CHECKPOINT_STREAM_ID
-from tests.support.state_topology import PlainCount, build, committed, true_counts
+from tests.support.state_topology import PlainCount, Sink, build, committed, sentences, true_counts
 
 
 def _conf(path: str) -> Config:
@@ -23,7 +23,7 @@ def _acked(cluster, name: str) -> int:
 def test_acks_wait_for_the_checkpoint_and_restart_continues(cluster_kwargs, tmp_path):
     db = str(tmp_path / "state.sqlite")
     with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
-        cluster.submit_topology("wc", _conf(db), build(200, counter=PlainCount).create_topology())
+        cluster.submit_topology("wc", _conf(db), build(200, counter=PlainCount, sink=Sink()).create_topology())
         cluster.wait_idle()  # many waves (40 tuples a wave): held acks and state cross them
         assert _acked(cluster, "wc") == 0, "a spout tuple was acked before its state change was committed"
         assert committed(db)[0] == Counter()
@@ -67,3 +67,23 @@ def test_a_new_name_starts_empty(tmp_path):
         cluster.kill_topology("b")
     assert committed(db, "a")[0] == true_counts(50)
     assert committed(db, "b")[0] == true_counts(30)
+
+
+def test_a_failure_downstream_fails_the_sentence(tmp_path):
+    """The stateful bolt's emits are anchored to its held inputs: a sink that fails a word fails
+    the sentence (after the commit), and the others are acked once both the commit and the sink
+    have acked their trees."""
+    db = str(tmp_path / "state.sqlite")
+    with LocalCluster(engine="local", simulated_time=True) as cluster:
+        cluster.submit_topology("f", _conf(db), build(80, counter=PlainCount, sink=Sink(("kill",))).create_topology())
+        spout = cluster.spout_instances("f", "sentences")[0]
+        failed: list[int] = []
+        spout.fail = failed.append  # record, do not replay
+        cluster.wait_idle()
+        early = sorted(failed)
+        cluster.advance_time(1.0)
+        acked = set(spout.acked)
+        cluster.kill_topology("f")
+    with_kill = {i for i, s in enumerate(sentences(80)) if "kill" in s.split()}
+    assert with_kill and early == sorted(with_kill)  # a fail needs no commit: at once
+    assert set(failed) == with_kill and acked == set(range(80)) - with_kill

@@ -11,7 +11,7 @@ import sqlite3
 import zlib
 from collections import Counter
 
-from squall import BasicBolt, Spout, TopologyBuilder
+from squall import BasicBolt, Bolt, Spout, TopologyBuilder
 from squall.state import BaseStatefulBolt
 
 VOCAB = ["storm", "spark", "squall", "tuple", "bolt", "spout", "ack", "state", "wave", "commit", "kill"]
@@ -119,16 +119,33 @@ class PlainCount(BaseStatefulBolt):
 
     def execute(self, t):
         w = t["word"]
-        self.state.put(("count", w), self.state.get(("count", w), 0) + 1)
+        n = self.state.get(("count", w), 0) + 1
+        self.state.put(("count", w), n)
+        self.collector.emit([w, n], anchors=t)  # the input's tree waits for the sink too
         self.collector.ack(t)
 
 
+class Sink(Bolt):
+    """Downstream of the stateful bolt: acks its anchored emits, fails those of `fail_words`."""
+
+    def __init__(self, fail_words: tuple[str, ...] = ()):
+        self.fail_words = fail_words
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        (self.collector.fail if t["word"] in self.fail_words else self.collector.ack)(t)
+
+
 def build(n: int, ack_db: str | None = None, counters: int = 2, seed: str = "state",
-          spout: type = DurableSentenceSpout, counter: type = CountWords) -> TopologyBuilder:
+          spout: type = DurableSentenceSpout, counter: type = CountWords, sink: Sink | None = None) -> TopologyBuilder:
     b = TopologyBuilder()
     b.set_spout("sentences", spout(n, ack_db, seed))
     b.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
     b.set_bolt("count", counter(), counters).fields_grouping("split", ["word"])
+    if sink is not None:
+        b.set_bolt("sink", sink, 2).shuffle_grouping("count")
     return b
 
 
