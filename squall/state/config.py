@@ -3,6 +3,7 @@ checked at submit with errors that name the setting."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 from squall.api.components import InvalidTopologyException
@@ -54,7 +55,13 @@ def make_provider(component: str, conf: dict) -> StateProvider:
         raise InvalidTopologyException(
             f"stateful bolt {component!r}: the {name} state provider needs {Config.TOPOLOGY_STATE_PROVIDER_CONFIG} "
             f"= {{{need!r}: ...}}, e.g. {{'{need}': '{_EXAMPLE[name]}'}}")
+    module = _MODULES.get(name)
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise InvalidTopologyException(
+            f"stateful bolt {component!r}: the {name} state provider needs the {module!r} package; install "
+            "squall's connectors extra (pip install 'squall[connectors]')")
     return kinds[name](pconf)
 
 
+_MODULES = {"postgres": "psycopg", "redis": "redis"}
 _EXAMPLE = {"postgres": "postgresql://postgres@127.0.0.1:5432/test", "redis": "redis://127.0.0.1:6379/0"}
