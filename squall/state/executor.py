@@ -98,6 +98,12 @@ class StatefulBoltExecutor(Bolt):
             if self.state is not None:
                 self.state.provider.close()
 
+    def finish_wave(self) -> None:
+        """End of the task's wave: the rows held this wave become columns, so the wave's input
+        batches are not kept alive until the commit; then the bolt's own hook, if any."""
+        self.store.consolidate()
+        self.bolt.finish_wave()
+
     def execute(self, t: Tuple) -> None:  # noqa: A002
         if t._b.component == CHECKPOINT_COMPONENT_ID:
             self._checkpoint(t)
