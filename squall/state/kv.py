@@ -16,7 +16,17 @@ from squall.state.providers import StateProvider
 
 _PROTO = 4
 _PLAIN = frozenset({int, float, str, bytes, bool, type(None)})
-_DELETED = object()
+
+
+class _Deleted:
+    """A deleted key in the changes; pickles as the module's one instance (the state crosses
+    waves pickled on Spark, and `is _DELETED` must still hold there)."""
+
+    def __reduce__(self) -> str:
+        return "_DELETED"
+
+
+_DELETED = _Deleted()
 
 
 def dumps(v: Any) -> bytes:

@@ -77,11 +77,16 @@ def test_providers_survive_pickling_without_their_connection(tmp_path):
     conf = provider_conf("sqlite", tmp_path)
     s = _state(conf, "p/count/0")
     s.put("k", 1)
+    s.put("gone", 2)
+    s.prepare_commit(1)
+    s.commit(1)
+    s.delete("gone")
     copy = pickle.loads(pickle.dumps(s))  # what the Spark engine does between waves
     assert copy.provider._c is None
-    copy.prepare_commit(1)
-    copy.commit(1)
-    assert dict(_state(conf, "p/count/0").items()) == {"k": 1}
+    copy.put("k", 3)
+    copy.prepare_commit(2)
+    copy.commit(2)
+    assert dict(_state(conf, "p/count/0").items()) == {"k": 3}
 
 
 @pytest.mark.parametrize("kind", ["memory", "postgres", "redis"])
