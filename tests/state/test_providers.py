@@ -40,6 +40,24 @@ def provider_conf(kind: str, tmp_path) -> dict:
     return conf
 
 
+def drop(kind: str, conf: dict, prefix: str) -> None:
+    """Remove what a test wrote to a shared store (postgres, redis) under its unique prefix."""
+    if kind == "postgres":
+        import psycopg  # noqa: PLC0415
+
+        with psycopg.connect(conf[Config.TOPOLOGY_STATE_PROVIDER_CONFIG]["dsn"]) as c:
+            for table in ("squall_state", "squall_state_txid", "squall_state_prepared"):
+                c.execute(f"DELETE FROM {table} WHERE ns LIKE %s", (prefix + "%",))
+    elif kind == "redis":
+        import redis  # noqa: PLC0415
+
+        r = redis.Redis.from_url(REDIS_URL)
+        keys = list(r.scan_iter(f"squall:state:{prefix}*"))
+        if keys:
+            r.delete(*keys)
+        r.close()
+
+
 def _state(conf: dict, ns: str) -> KeyValueState:
     s = KeyValueState(make_provider("count", conf), ns, "count")
     s.init()
@@ -49,7 +67,14 @@ def _state(conf: dict, ns: str) -> KeyValueState:
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_prepare_commit_rollback(kind, tmp_path):
     conf = provider_conf(kind, tmp_path)
-    ns = f"t-{uuid.uuid4().hex[:10]}/count/0"
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    try:
+        _prepare_commit_rollback(conf, f"{prefix}/count/0")
+    finally:
+        drop(kind, conf, prefix)
+
+
+def _prepare_commit_rollback(conf: dict, ns: str) -> None:
     s = _state(conf, ns)
     assert list(s.items()) == [] and s.txid == 0
     s.put("a", 1)
@@ -93,6 +118,14 @@ def test_providers_survive_pickling_without_their_connection(tmp_path):
 def test_stateful_topology_on_provider(kind, tmp_path):
     conf = Config(provider_conf(kind, tmp_path))
     name = f"wc-{kind}-{uuid.uuid4().hex[:8]}"
+    try:
+        got = _run_twice(conf, name)
+    finally:
+        drop(kind, conf, name)
+    assert got == dict(true_counts(60) + true_counts(40, "more"))
+
+
+def _run_twice(conf: Config, name: str) -> dict:
     with LocalCluster(engine="local", simulated_time=True) as cluster:
         cluster.submit_topology(name, conf, build(60, counter=PlainCount).create_topology())
         cluster.advance_time(1.0)
@@ -104,5 +137,4 @@ def test_stateful_topology_on_provider(kind, tmp_path):
         for task in range(2):
             bolts.append(dict(_state(conf, f"{name}/count/{task}").items()))
         cluster.kill_topology(name)
-    got = {k[1]: v for b in bolts for k, v in b.items()}
-    assert got == dict(true_counts(60) + true_counts(40, "more"))
+    return {k[1]: v for b in bolts for k, v in b.items()}
