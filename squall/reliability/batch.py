@@ -25,8 +25,7 @@ def field_index_of(fields: tuple[str, ...]) -> dict[str, int]:
 
 
 class TupleBatch:
-    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val", "_findex",
-                 "out_ack")
+    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val", "_findex")
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, values: list,
                  anc_off: np.ndarray | None = None, anc_root: np.ndarray | None = None,
@@ -40,9 +39,6 @@ class TupleBatch:
         self.anc_root = anc_root
         self.anc_val = anc_val
         self._findex = field_index_of(fields)
-        # after the receiving task's flush: each row's out-ack value (the XOR of its children's
-        # edges), for rows a HeldStore took over during execute; not carried when pickled
-        self.out_ack: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -70,7 +66,6 @@ class TupleBatch:
         (self.component, self.stream, self.fields, self.source_task, self.values,
          self.anc_off, self.anc_root, self.anc_val) = state
         self._findex = field_index_of(self.fields)
-        self.out_ack = None
 
     def __repr__(self) -> str:
         return f"TupleBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"

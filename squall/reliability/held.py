@@ -64,9 +64,7 @@ class HeldStore:
         return len(self.values)
 
     def add(self, t: Any, seq: int, ts: int) -> None:
-        """Hold input Tuple `t` (its batch row) from now on; the task no longer holds it itself.
-        Edges of emits anchored to `t` in its batch are kept too when the store consolidates
-        after that batch's flush (the batch's `out_ack`), as a stateful bolt's held acks need."""
+        """Hold input Tuple `t` (its batch row) from now on; the task no longer holds it itself."""
         self._pending.append((t._b, t._i, seq, ts))
         self.values.append(t.values)
         t._done = 3  # held by a store: the task does not hold it (bolt_trees.hold_pending)
@@ -90,7 +88,6 @@ class HeldStore:
             g[2].append(i)
         counts = np.zeros(n, _I64)
         src = np.zeros(n, np.int16)
-        out = np.zeros(n, _U64)
         per_root: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (pend indexes, root, val)
         for b, rows, idx in groups.values():
             ix = np.array(idx, _I64)
@@ -98,16 +95,13 @@ class HeldStore:
             if b.anc_off is None:
                 continue
             r = np.array(rows, _I64)
-            if b.out_ack is not None:  # the row's children's edges, if emits anchored to it before it was held
-                out[ix] = b.out_ack[r]
             c = b.anc_off[r + 1] - b.anc_off[r]
             counts[ix] = c
             grp, pos = expand(b.anc_off[r], c)
             per_root.append((ix[grp], b.anc_root[pos], b.anc_val[pos]))
-        self._append_columns(pend, counts, src, per_root, out)
+        self._append_columns(pend, counts, src, per_root)
 
-    def _append_columns(self, pend: list, counts: np.ndarray, src: np.ndarray, per_root: list,
-                        out: np.ndarray) -> None:
+    def _append_columns(self, pend: list, counts: np.ndarray, src: np.ndarray, per_root: list) -> None:
         n = len(pend)
         off = np.zeros(n + 1, _I64)
         np.cumsum(counts, out=off[1:])
@@ -124,7 +118,7 @@ class HeldStore:
         self.root = np.concatenate([self.root, root])
         self.val = np.concatenate([self.val, val])
         self.src = np.concatenate([self.src, src])
-        self.out = np.concatenate([self.out, out])
+        self.out = np.concatenate([self.out, np.zeros(n, _U64)])
         self.seq = np.concatenate([self.seq, np.fromiter((p[2] for p in pend), _I64, n)])
         self.ts = np.concatenate([self.ts, np.fromiter((p[3] for p in pend), _I64, n)])
         self.done = np.concatenate([self.done, np.zeros(n, np.uint8)])

@@ -4,12 +4,13 @@ be stored fails that tuple only, with an error naming the component and the key.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
 import pytest
 
 from squall import Config, InvalidTopologyException, LocalCluster
 from squall.state import BaseStatefulBolt
-from tests.support.state_topology import build, committed, sentences, true_counts
+from tests.support.state_topology import PlainCount, build, committed, sentences, true_counts
 
 
 class PickyCount(BaseStatefulBolt):
@@ -74,3 +75,37 @@ def test_unserializable_value_fails_that_tuple_only(tmp_path):
     got = committed(db)[0]
     kills = got.pop("kill", 0)
     assert got == expected and kills == 0
+
+
+def test_a_failed_commit_rolls_back_and_fails_the_held_inputs(tmp_path, monkeypatch):
+    """The store refuses the commit (injected: a unit test of the executor's rollback): the
+    state goes back to the last commit, every held input fails (its spout replays it), the error
+    names the bolt and the store; the next checkpoint commits what the replays counted."""
+    from squall.state.providers import SqliteProvider  # noqa: PLC0415
+
+    db = str(tmp_path / "state.sqlite")
+    real_commit = SqliteProvider.commit
+
+    def refuse(self, namespace, txid, changes):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(SqliteProvider, "commit", refuse)
+    conf = Config({Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": db}})
+    with LocalCluster(engine="local", simulated_time=True) as cluster:
+        cluster.submit_topology("rb", conf, build(40, counter=PlainCount).create_topology())
+        spout = cluster.spout_instances("rb", "sentences")[0]
+        failed: list[int] = []
+        replay = spout.fail
+        spout.fail = lambda m: (failed.append(m), replay(m))  # record, and replay
+        cluster.wait_idle()
+        cluster.advance_time(1.0)
+        errors = [e.error for e in cluster.get_errors("rb")]
+        assert sorted(failed) == list(range(40)) and spout.acked == set()
+        assert committed(db)[0] == Counter()
+        monkeypatch.setattr(SqliteProvider, "commit", real_commit)
+        cluster.advance_time(1.0)  # the replays are executed, then committed at the next checkpoint
+        cluster.advance_time(1.0)
+        assert spout.acked == set(range(40))
+        cluster.kill_topology("rb")
+    assert errors and all("'count'" in e and "sqlite" in e and "disk full" in e for e in errors)
+    assert committed(db)[0] == true_counts(40)  # the rolled-back counts were not kept: counted once
