@@ -34,7 +34,6 @@ class StatefulBoltExecutor(Bolt):
         self.component = component
         self.state: KeyValueState | None = None
         self.held_acks = HeldAcks()  # the ack messages of inputs acked since the last commit (the task's flush)
-        self.checkpoints = 0  # commits done by this task in this run (for tests and metrics)
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.bolt.declare_output_fields(declarer)
@@ -66,6 +65,9 @@ class StatefulBoltExecutor(Bolt):
             if self.state is not None:
                 self.state.provider.close()
 
+    def finish_wave(self) -> None:
+        self.bolt.finish_wave()  # the bolt's own end-of-wave hook (squall's), if it has one
+
     def execute(self, t: Tuple) -> None:  # noqa: A002
         if t._b.component == CHECKPOINT_COMPONENT_ID:
             self._checkpoint(t)
@@ -84,7 +86,6 @@ class StatefulBoltExecutor(Bolt):
             elif action == COMMIT:
                 if state.dirty:
                     state.commit(state.txid + 1)
-                self.checkpoints += 1
                 if len(self.held_acks):
                     self.held_acks.release()  # sent at this batch's flush
                     self._out.track_held(self.held_acks)
