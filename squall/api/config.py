@@ -14,6 +14,10 @@ class Config(dict):
     TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
     TOPOLOGY_DEBUG = "topology.debug"
     TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
+    TOPOLOGY_NAME = "topology.name"  # set at submit
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
+    TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+    TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
     # squall's own
     SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
     SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
@@ -34,6 +38,11 @@ class Config(dict):
         TOPOLOGY_DEBUG: False,
         # Seconds between tick tuples to every bolt task (None: no ticks); per bolt with add_configuration.
         TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
+        # Stateful bolts (squall.state): ms of topology time between checkpoints, where the state
+        # store is, and its settings (a dict: "path" for sqlite, "dsn" for postgres, "url" for redis).
+        TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 1000,
+        TOPOLOGY_STATE_PROVIDER: "sqlite",
+        TOPOLOGY_STATE_PROVIDER_CONFIG: None,
         # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
         # by measured cost (squall.engine.wave_sizing; the budget is shared by the spout tasks),
         # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.

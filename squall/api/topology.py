@@ -136,6 +136,10 @@ class TopologyBuilder:
         if isinstance(bolt, BaseWindowedBolt):  # run by an executor that holds windows (as Storm)
             from squall.windowing.executor import WindowedBoltExecutor  # noqa: PLC0415
             bolt = WindowedBoltExecutor(bolt, component_id)
+        from squall.state.bolt import BaseStatefulBolt  # noqa: PLC0415 - state builds on api
+        if isinstance(bolt, BaseStatefulBolt):  # run by an executor that checkpoints its state (as Storm)
+            from squall.state.executor import StatefulBoltExecutor  # noqa: PLC0415
+            bolt = StatefulBoltExecutor(bolt, component_id)
         return BoltDeclarer(self._add(component_id, bolt, parallelism, False))
 
     def create_topology(self) -> StormTopology:

@@ -211,7 +211,9 @@ class BoltTask(TaskBase):
         if rec.acks or rec.fails or rec.resets:
             res.acked += len(rec.acks)
             res.failed += len(rec.fails)
-            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, res, self.component, self.task_id)
+            held = getattr(self.bolt, "held_acks", None)  # a bolt that holds its acks (a stateful bolt)
+            sink = res if held is None else held.sink_for(res)
+            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, sink, self.component, self.task_id)
         if rec.held:
             settle_held(rec.held, res, res)
         if self.debug:

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from squall.api.config import effective_conf
+from squall.api.config import Config, effective_conf
 from squall.api.topology import StormTopology
 from squall.engine.clock import RealClock, SimulatedClock
 from squall.engine.component_copy import check_components_copy
@@ -122,6 +122,7 @@ class LocalCluster:
             conf = {**(build_conf() if build_conf is not None else {}), **(conf or {})}
             topology = build()
         conf = effective_conf(conf)  # resolved once: spouts, bolts and the executor see the same conf
+        conf[Config.TOPOLOGY_NAME] = name  # as Storm: tasks know their topology's name (state namespaces)
         for spec in topology.specs.values():  # components that cannot run on this engine say so now
             check = getattr(spec.obj, "check_engine", None)
             if check is not None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from squall.api.config import Config, component_conf, effective_conf
 from squall.api.topology import StormTopology
+from squall.engine.checkpoints import CheckpointSchedule
 from squall.engine.gc_tuning import gc_paused, tune_gc
 from squall.engine.lost_waves import LostWaves
 from squall.engine.spout_task import SpoutTask
@@ -103,6 +104,7 @@ class Coordinator:
         self.waves_done = 0
         self.next_rotation = clock.now() + self.timeout
         self.ticks = TickSchedule(topology, self.conf, clock.now())
+        self.checkpoints = CheckpointSchedule(topology, self.conf, clock.now())
         self._spout_roots: list[tuple[np.ndarray, np.ndarray]] = []  # this wave's (roots, init values)
         self.lost = LostWaves(name, int(self.conf[Config.SQUALL_MAX_REPLAYS]), make_sink(self.conf),
                               self._replay_key, self._dead_letter, self._record)
@@ -165,6 +167,7 @@ class Coordinator:
             self.wave += 1
             # Ticks first: each due bolt task gets its tick before this wave's other inputs.
             outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
+            outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave))  # stateful bolts commit
             emitted = 0
             active = [st for st in self.spouts if st.active]
             budget = self.wave_tuples if self.sizer is None or not active \
@@ -367,8 +370,9 @@ class Coordinator:
     # -- time -----------------------------------------------------------------------------
 
     def next_due(self) -> float | None:
-        """The next time something is due on the clock: a timeout rotation or a tick."""
-        due = [d for d in (self.next_rotation if self.timeouts_on else None, self.ticks.next_due()) if d is not None]
+        """The next time something is due on the clock: a timeout rotation, a tick or a checkpoint."""
+        due = [d for d in (self.next_rotation if self.timeouts_on else None, self.ticks.next_due(),
+                           self.checkpoints.next_due()) if d is not None]
         return min(due, default=None)
 
     def fire_due(self) -> int:

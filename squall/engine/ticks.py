@@ -68,10 +68,16 @@ class TickSchedule:
     def __init__(self, topology: StormTopology, conf: dict, start: float):
         self.entries: list[_Ticking] = []
         for comp in topology.bolts_in_order:
-            secs = tick_secs(comp, component_conf(conf, topology.specs[comp]))
+            secs = self._secs(comp, component_conf(conf, topology.specs[comp]))
             if secs is not None:
                 self.entries.append(_Ticking(comp, secs, list(topology.task_ids[comp]), start + secs))
         self.delivered: deque[TickDelivery] = deque(maxlen=KEEP_DELIVERIES)  # recent ones, to inspect
+
+    def _secs(self, component: str, conf: dict) -> float | None:
+        return tick_secs(component, conf)
+
+    def _batch(self, e: _Ticking) -> TupleBatch:
+        return tick_batch(e.secs)
 
     def next_due(self) -> float | None:
         return min((e.due for e in self.entries), default=None)
@@ -84,5 +90,6 @@ class TickSchedule:
                 continue
             self.delivered.append(TickDelivery(e.component, e.due, wave, now))
             e.due += e.secs * (math.floor((now - e.due) / e.secs) + 1)
-            out.extend((t, tick_batch(e.secs)) for t in e.tasks)
+            batch = self._batch(e)
+            out.extend((t, batch) for t in e.tasks)
         return out
