@@ -1,0 +1,57 @@
+"""A spout's column emits (`emit_batch(columns, msg_ids)`) become output batches and trees:
+a root per row with a msg id (or one root for a whole batch given one `msg_id`), one edge per
+child, init values XORed per root, children grouped on the columns. No per-row Python work but
+the msg ids themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from squall.columnar.arrow import batch_to_rows
+from squall.columnar.outputs import column_children
+from squall.columnar.routing import ColumnRoute, route_columns
+from squall.reliability.columns import spout_row_trees
+
+_I64 = np.int64
+_U64 = np.uint64
+
+
+class ColumnTrees(NamedTuple):
+    outputs: list[tuple[int, Any]]
+    rows: int
+    msg_ids: list
+    roots: list[np.ndarray]
+    init_vals: list[np.ndarray]
+    values: list  # per tracked root, its first row's values (what a dead letter shows)
+
+
+def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[str, list[ColumnRoute]],
+                 roots_for: Callable[[int], np.ndarray], tracking: bool) -> ColumnTrees:
+    out = ColumnTrees([], 0, [], [], [], [])
+    for so, data, ids, shared in emits:
+        m = data.num_rows
+        child_row, child_target = route_columns(routes[so.stream], data)
+        trees = None
+        if shared is not None:
+            out.msg_ids.append(shared.msg_id)
+            if tracking:
+                roots = roots_for(1)
+                trees = spout_row_trees(np.full(m, roots[0], _U64), np.arange(m), child_row, child_target,
+                                        np.zeros(m, _I64), 1)
+                out.values.append(batch_to_rows(data.slice(0, 1))[0] if m else [])
+        elif ids is not None:
+            out.msg_ids.extend(ids)
+            if tracking:
+                roots = roots_for(m)
+                trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m)
+                out.values.extend(batch_to_rows(data))
+        if trees is not None:
+            out.roots.append(roots)
+            out.init_vals.append(trees[1])
+        out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target,
+                                           trees[0] if trees is not None else None))
+        out = out._replace(rows=out.rows + m)
+    return out
