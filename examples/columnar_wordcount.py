@@ -6,7 +6,7 @@ replay kept.
 The spout emits sentences as one column per call (`emit_batch(columns, msg_ids)`: a tree per
 sentence); the split bolt splits them with `pyarrow.compute` and anchors every word to its
 sentence with one index array; the count bolt counts by key per batch and emits each word's
-running count, anchored to the word's last row. A failed sentence is replayed alone.
+running count, anchored to the word's first row in the batch. A failed sentence is replayed alone.
 
 Run it:
 
@@ -109,7 +109,7 @@ class ColumnSplit(ColumnarBolt):
 
 class ColumnCount(ColumnarBolt):
     """Running count per word: per batch, counts by key, emits [word, count] once per distinct
-    word (anchored to its last row); every row is acked when the batch returns."""
+    word (anchored to its first row); every row is acked when the batch returns."""
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["word", "count"])
@@ -125,10 +125,11 @@ class ColumnCount(ColumnarBolt):
         counts = self.counts
         totals = [counts.get(w, 0) + k for w, k in zip(words, per_key)]
         counts.update(zip(words, totals))
-        uniq, first_rev = np.unique(keys[::-1], return_index=True)
-        last = np.empty(len(words), np.int64)
-        last[uniq] = len(keys) - 1 - first_rev
-        collector.emit_batch({"word": enc.dictionary, "count": pa.array(totals, pa.int64())}, last)
+        # the dictionary lists words in order of first appearance: a word's first row is where
+        # the running maximum of the keys steps up (no sort)
+        top = np.maximum.accumulate(keys)
+        first = np.flatnonzero(np.concatenate(([True], top[1:] > top[:-1])))
+        collector.emit_batch({"word": enc.dictionary, "count": pa.array(totals, pa.int64())}, first)
 
 
 def build_topology(parallelism: int = 2, limit: int | None = None) -> StormTopology:

@@ -51,8 +51,14 @@ class ColumnRoute:
             pos = fields_hashes(data, self.key_idx) % len(self.tasks)
         else:
             raise ValueError(f"grouping {self.kind!r} has no vectorized route")
-        order = np.argsort(pos, kind="stable")
-        return order, self.tasks[pos[order]]
+        return by_target(pos, self.tasks)
+
+
+def by_target(pos: np.ndarray, tasks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by target (stable): a radix sort over small task positions, O(rows)."""
+    small = pos.astype(np.uint8 if len(tasks) <= 256 else np.uint16 if len(tasks) <= 65536 else np.int64)
+    order = np.argsort(small, kind="stable")
+    return order, tasks[pos[order]]
 
 
 def stream_column_routes(topology: StormTopology, so: StreamOut, producer_index: int) -> list[ColumnRoute]:

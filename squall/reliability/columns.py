@@ -21,8 +21,12 @@ def row_ordinals(anchor_row: np.ndarray, base: np.ndarray) -> np.ndarray:
     """Each output row's ordinal among the outputs of its input row, counting from `base` (the
     input rows' outputs in earlier emits of the same batch); advances `base`."""
     m = len(anchor_row)
-    order = np.argsort(anchor_row, kind="stable")
-    s = anchor_row[order]
+    if m and (anchor_row[1:] >= anchor_row[:-1]).all():  # rows in input order (the usual case): no sort
+        order = np.arange(m)
+        s = anchor_row
+    else:
+        order = np.argsort(anchor_row, kind="stable")
+        s = anchor_row[order]
     new = np.ones(m, bool)
     np.not_equal(s[1:], s[:-1], out=new[1:])
     starts = np.flatnonzero(new)
