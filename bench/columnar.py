@@ -84,6 +84,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark", metavar="MASTER", default="local[2]")
     p.add_argument("--check-sentences", type=int, default=50_000)
     p.add_argument("--bytewax-batch", type=int, default=1000)
+    p.add_argument("--profile-spark", action="store_true",
+                   help="where the acking case's wave time goes (driver steps, Spark job), per wave, in the JSON line")
     return p.parse_args(argv)
 
 
@@ -96,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     example = load_example()
     wc.say(f"bench: starting Spark ({args.spark}) ...")
     session = get_or_create_session(args.spark, app_name="squall-bench-columnar")
-    acking = wc.run_case(example, "spark", session, args.parallelism, 1, args.seconds, args.warmup, None, None)
+    acking = wc.run_case(example, "spark", session, args.parallelism, 1, args.seconds, args.warmup, None, None,
+                         profile_spark=args.profile_spark)
+    if acking["profile_spark"]:
+        wc.print_spark_profile(acking["profile_spark"])
     no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, args.warmup, None, None)
     a, z = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
 
@@ -149,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "counts_check_sentences_squall": args.check_sentences,
         "measured_secs": args.seconds,
         "warmup_secs": args.warmup,
+        "profile_spark_acking": acking["profile_spark"],
     }
     session.stop()
     json_out.write(json.dumps(out) + "\n")
