@@ -17,12 +17,6 @@ from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_trees
 
-
-def got_rows(data: Any) -> list[list]:
-    from squall.columnar.arrow import batch_to_rows  # noqa: PLC0415
-
-    return batch_to_rows(data)
-
 _EMPTY_U = np.zeros(0, np.uint64)
 
 
@@ -85,7 +79,8 @@ class SpoutTask(TaskBase):
 
     def _add_columns(self, wave: SpoutWave, columns: list[tuple], roots_for: Any, tracking: bool) -> SpoutWave:
         """The wave's column emits (SpoutOutputCollector.emit_batch of columns), added to its trees."""
-        from squall.columnar.routing import stream_column_routes  # noqa: PLC0415 - only spouts that emit columns
+        from squall.columnar.arrow import batch_to_rows  # noqa: PLC0415 - only spouts that emit columns
+        from squall.columnar.routing import stream_column_routes  # noqa: PLC0415
         from squall.columnar.spout import column_trees  # noqa: PLC0415
 
         if self._column_routes is None:
@@ -97,7 +92,7 @@ class SpoutTask(TaskBase):
         res.outputs.extend(got.outputs)
         if res.captured is not None:
             for so, data, _, _ in columns:
-                res.captured.setdefault(so.stream, []).extend(got_rows(data))
+                res.captured.setdefault(so.stream, []).extend(batch_to_rows(data))
         self.last_values = self.last_values + got.values
         return SpoutWave(res, wave.msg_ids + got.msg_ids, np.concatenate([wave.roots, *got.roots]),
                          np.concatenate([wave.init_vals, *got.init_vals]), wave.rejected)
