@@ -245,3 +245,73 @@ class Relay2(ColumnarBolt):
 
     def execute_batch(self, batch, c):
         c.emit_batch(batch, np.arange(batch.num_rows))
+
+
+class Mixed(Spout):
+    """Row 0..3 as ints, then one str in the same field: a batch that cannot be a column."""
+
+    def declare_output_fields(self, d):
+        d.declare(["k"])
+
+    def open(self, conf, context, collector):
+        self.c, self.acked, self.failed, self.step = collector, [], [], 0
+
+    def next_tuple(self):
+        self.step += 1
+        if self.step == 1:
+            for i, v in enumerate([1, 2, 3, "x"]):
+                self.c.emit([v], msg_id=i)
+
+    def ack(self, m):
+        self.acked.append(m)
+
+    def fail(self, m):
+        self.failed.append(m)
+
+
+class ToTasks(ColumnarBolt):
+    """Sends the row with key k to task k % n of the direct stream's subscriber (emit_direct_batch)."""
+
+    def prepare(self, conf, context):
+        self.tasks = context.component_tasks("sink")
+
+    def declare_output_fields(self, d):
+        d.declare(["k"], direct=True)
+
+    def execute_batch(self, batch, c):
+        k = batch.column("k").to_numpy()
+        c.emit_direct_batch(np.array(self.tasks)[k % len(self.tasks)], {"k": k}, np.arange(len(k)))
+
+
+class OnlyMine(Bolt):
+    """Acks the keys k with k % n == its task index, fails any other (a row sent to the wrong task)."""
+
+    def prepare(self, conf, ctx, c):
+        self.c, self.i, self.n = c, ctx.this_task_index, len(ctx.component_tasks(ctx.this_component_id))
+
+    def execute(self, t):
+        (self.c.ack if t["k"] % self.n == self.i else self.c.fail)(t)
+
+
+def test_rows_that_cannot_be_columns_fail_with_the_field_named(cluster_kwargs):
+    b = TopologyBuilder()
+    b.set_spout("s", Mixed())
+    b.set_bolt("work", Relay2()).global_grouping("s")
+    with run_cluster(cluster_kwargs, b) as cluster:
+        cluster.wait_idle()
+        spout = cluster.spout_instances("t", "s")[0]
+        assert sorted(spout.failed) == [0, 1, 2, 3] and not spout.acked
+        (err,) = cluster.get_errors("t")
+        assert "field 'k' cannot be an Arrow column" in err.error and err.component == "work"
+
+
+def test_emit_direct_batch_reaches_the_named_tasks(cluster_kwargs):
+    b = TopologyBuilder()
+    b.set_spout("s", ColumnSpout(10, replay=False))
+    b.set_bolt("direct", ToTasks()).shuffle_grouping("s")
+    b.set_bolt("sink", OnlyMine(), 2).direct_grouping("direct")
+    with run_cluster(cluster_kwargs, b) as cluster:
+        cluster.wait_idle()
+        spout = cluster.spout_instances("t", "s")[0]
+        assert sorted(spout.acked) == list(range(10)) and not spout.failed
+        assert cluster.get_topology_stats("t")["sink"]["executed"] == 10
