@@ -6,6 +6,7 @@ the msg ids themselves."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,13 +20,28 @@ _I64 = np.int64
 _U64 = np.uint64
 
 
+class RowRef:
+    """A row of a column emit, kept for a possible dead letter: a list only if one is written."""
+
+    __slots__ = ("data", "i")
+
+    def __init__(self, data: Any, i: int):
+        self.data, self.i = data, i
+
+    def as_list(self) -> list:
+        return batch_to_rows(self.data.slice(self.i, 1))[0]
+
+    def __repr__(self) -> str:
+        return repr(self.as_list())
+
+
 class ColumnTrees(NamedTuple):
     outputs: list[tuple[int, Any]]
     rows: int
     msg_ids: list
     roots: list[np.ndarray]
     init_vals: list[np.ndarray]
-    values: list  # per tracked root, its first row's values (what a dead letter shows)
+    values: list  # per tracked root, its first row (a RowRef: what a dead letter shows)
 
 
 def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[str, list[ColumnRoute]],
@@ -41,13 +57,13 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
                 roots = roots_for(1)
                 trees = spout_row_trees(np.full(m, roots[0], _U64), np.arange(m), child_row, child_target,
                                         np.zeros(m, _I64), 1)
-                out.values.append(batch_to_rows(data.slice(0, 1))[0] if m else [])
+                out.values.append(RowRef(data, 0) if m else [])
         elif ids is not None:
             out.msg_ids.extend(ids)
             if tracking:
                 roots = roots_for(m)
                 trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m)
-                out.values.extend(batch_to_rows(data))
+                out.values.extend(map(RowRef, repeat(data, m), range(m)))
         if trees is not None:
             out.roots.append(roots)
             out.init_vals.append(trees[1])
