@@ -138,3 +138,11 @@ def test_column_batch_travels_as_arrow_ipc_and_reads_as_rows():
     back = pickle.loads(pickle.dumps(b))
     assert back.data.equals(data) and back.values == [["a", 1], [None, 2]]
     assert back.anchors_of(0)[0].tolist() == [5] and back.anchors_of(1)[0].tolist() == []
+
+
+def test_a_column_emit_row_kept_for_a_dead_letter_is_its_values():
+    from squall.columnar.spout import RowRef
+
+    data = pa.record_batch({"k": ["a", "b"], "n": [1, 2]})
+    ref = RowRef(data, 1)
+    assert ref.as_list() == ["b", 2] and repr(ref) == "['b', 2]"
