@@ -352,15 +352,11 @@ class SpoutOutputCollector:
                 self.emit(values, msg_id=shared, stream=stream)
 
     def _emit_columns(self, data: Any, msg_id: Any, msg_ids: Any, stream: str) -> None:
-        from squall.columnar.arrow import to_declared  # noqa: PLC0415 - pyarrow only when columns are emitted
+        from squall.columnar.arrow import declared_columns  # noqa: PLC0415 - pyarrow only when columns are emitted
 
-        so = self._streams.get(stream)
-        if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
-        if so.direct:
-            raise ValueError(f"spout {self._component!r}: emit_batch of columns on direct stream {stream!r} is not "
-                             "supported; emit_direct(task, values, msg_id) each row")
-        batch = to_declared(data, so.fields, self._component, stream)
+        so, batch = declared_columns(self._streams, self._component, stream, data,
+                                     f"spout {self._component!r}: emit_batch of columns on direct stream {stream!r} "
+                                     "is not supported; emit_direct(task, values, msg_id) each row")
         ids = None
         if msg_ids is not None:
             ids = msg_ids.to_pylist() if hasattr(msg_ids, "to_pylist") else \

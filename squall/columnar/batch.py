@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from squall.columnar.arrow import batch_to_rows, from_ipc, rows_to_batch, to_ipc
-from squall.reliability.batch import TupleBatch, field_index_of, single_row
+from squall.reliability.batch import TupleBatch, field_index_of
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -56,15 +56,8 @@ class ColumnBatch:
     def field_index(self) -> dict[str, int]:
         return self._findex
 
-    def anchors_of(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.anc_off is None:
-            return np.zeros(0, _U64), np.zeros(0, _U64)
-        a, b = self.anc_off[row], self.anc_off[row + 1]
-        return self.anc_root[a:b], self.anc_val[a:b]
-
-    def row_batch(self, row: int) -> TupleBatch:
-        roots, vals = self.anchors_of(row)
-        return single_row(self.component, self.stream, self.fields, self.source_task, self.values[row], roots, vals)
+    anchors_of = TupleBatch.anchors_of  # the same flat anchor arrays as a TupleBatch
+    row_batch = TupleBatch.row_batch
 
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),

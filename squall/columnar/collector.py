@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from squall.api.collectors import StreamOut, _bad_stream
-from squall.columnar.arrow import to_declared
+from squall.api.collectors import StreamOut
+from squall.columnar.arrow import declared_columns
 
 _I64 = np.int64
 
@@ -60,25 +60,18 @@ class ColumnarCollector:
 
     def emit_batch(self, columns: Any, anchors: Any = None, stream: str = "default") -> None:
         """Emit many rows at once; `anchors[i]` is the input row that output row i is anchored to."""
-        so = self._streams.get(stream)
-        if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
-        if so.direct:
-            raise ValueError(f"columnar bolt {self._component!r}: stream {stream!r} is declared direct; use "
-                             "emit_direct_batch(tasks, columns, anchors, stream)")
-        data = to_declared(columns, so.fields, self._component, stream)
+        so, data = declared_columns(self._streams, self._component, stream, columns,
+                                    f"columnar bolt {self._component!r}: stream {stream!r} is declared direct; use "
+                                    "emit_direct_batch(tasks, columns, anchors, stream)")
         a = self._anchors(anchors, data.num_rows, "emit_batch")
         self.emits.append(BatchEmit(so, data, a))
 
     def emit_direct_batch(self, tasks: Any, columns: Any, anchors: Any = None, stream: str = "default") -> None:
         """Emit rows on a direct stream: `tasks[i]` is the task output row i goes to."""
-        so = self._streams.get(stream)
-        if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
+        so, data = declared_columns(self._streams, self._component, stream, columns)
         if not so.direct:
             raise ValueError(f"columnar bolt {self._component!r}: emit_direct_batch on stream {stream!r}, which is "
                              f"not declared direct (declare(..., stream={stream!r}, direct=True))")
-        data = to_declared(columns, so.fields, self._component, stream)
         a = self._anchors(anchors, data.num_rows, "emit_direct_batch")
         self.emits.append(BatchEmit(so, data, a, tasks))
 
