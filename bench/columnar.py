@@ -16,6 +16,9 @@ Counts are checked for every system against a Counter over `str.split` of its co
 by counting the spout's first `--check-sentences` sentences to completion (the same topology,
 the spout limited), a word's count being the largest the count bolt emitted.
 
+The same two squall cases also run on the local engine (in-process, no Spark: `local_engine_*`
+fields), which separates what the columnar path costs from what the Spark engine adds.
+
     .venv/bin/python bench/columnar.py [--seconds 10] [--parallelism 2] [--spark local[2]]
 """
 
@@ -104,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         wc.print_spark_profile(acking["profile_spark"])
     no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, args.warmup, None, None)
     a, z = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
+    # the same topology on the local engine (in-process, no Spark): what the columnar path itself costs
+    local_a = wc.run_case(example, "local", None, args.parallelism, 1, args.seconds, 2.0, None, None)
+    local_z = wc.run_case(example, "local", None, args.parallelism, 0, args.seconds, 2.0, None, None)
 
     nsent = min(max(acking["sentences"], 1000), MAX_COMPARE_SENTENCES)
     sentences = corpus(example, nsent)
@@ -140,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         "complete_latency_p99_ms": wc._r(acking["p99"]),
         "failed_trees": acking["failed"],
         "errors": acking["errors"] + no_acking["errors"],
+        "local_engine_bolt_rows_per_sec_acking": round(local_a["bolt_tuples_per_sec"]),
+        "local_engine_bolt_rows_per_sec_no_acking": round(local_z["bolt_tuples_per_sec"]),
+        "local_engine_acking_cost_ratio": wc._ratio(local_z["bolt_tuples_per_sec"], local_a["bolt_tuples_per_sec"]),
         "plain_pyspark_rdd_bolt_rows_per_sec": round(rdd),
         "plain_pyspark_dataframe_bolt_rows_per_sec": round(plain["dataframe"]["bolt_tuples_per_sec"]),
         "squall_over_plain_rdd": wc._ratio(a, rdd),
