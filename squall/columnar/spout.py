@@ -36,6 +36,8 @@ class RowRef:
 
 
 class ColumnTrees(NamedTuple):
+    """What a spout task's column emits of one wave became."""
+
     outputs: list[tuple[int, Any]]
     rows: int
     msg_ids: list
@@ -46,6 +48,8 @@ class ColumnTrees(NamedTuple):
 
 def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[str, list[ColumnRoute]],
                  roots_for: Callable[[int], np.ndarray], tracking: bool) -> ColumnTrees:
+    """Output batches, msg ids, roots and init values of a spout task's column emits of a wave
+    (emits: (stream out, RecordBatch, msg id per row or None, SharedRoot or None))."""
     out = ColumnTrees([], 0, [], [], [], [])
     for so, data, ids, shared in emits:
         m = data.num_rows
