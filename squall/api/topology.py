@@ -188,9 +188,12 @@ class StormTopology:
         if s.is_spout and not isinstance(s.obj, Spout):
             raise InvalidTopologyException(f"set_spout({s.id!r}, ...) needs a squall.Spout, got {type(s.obj).__name__}")
         if not s.is_spout and not isinstance(s.obj, (Bolt, BasicBolt)):
-            raise InvalidTopologyException(
-                f"set_bolt({s.id!r}, ...) needs a squall.Bolt or squall.BasicBolt, got {type(s.obj).__name__}"
-            )
+            from squall.columnar.bolt import ColumnarBolt  # noqa: PLC0415 - columnar builds on api
+            if not isinstance(s.obj, ColumnarBolt):
+                raise InvalidTopologyException(
+                    f"set_bolt({s.id!r}, ...) needs a squall.Bolt, squall.BasicBolt or squall.columnar.ColumnarBolt, "
+                    f"got {type(s.obj).__name__}"
+                )
 
     def _declare_derived_streams(self) -> None:
         """Streams whose fields come from a component's inputs (a windowed bolt's late tuple

@@ -10,6 +10,7 @@ from squall.api.config import component_conf
 from squall.api.topology import StormTopology
 from squall.engine.bolt_task import BoltTask
 from squall.engine.sealing import seal_outputs
+from squall.engine.task_kinds import bolt_task_class
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
 
@@ -25,7 +26,7 @@ class LocalExecutor:
             spec = topology.specs[comp]
             conf_c = component_conf(conf, spec)
             for i in range(spec.parallelism):
-                self.tasks[topology.task_ids[comp][i]] = BoltTask(
+                self.tasks[topology.task_ids[comp][i]] = bolt_task_class(spec.obj)(
                     topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture)
         self._order = [t for comp in topology.bolts_in_order for t in topology.task_ids[comp]]
 

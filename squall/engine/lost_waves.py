@@ -109,6 +109,8 @@ class LostWaves:
 
     def _write_dead_letter(self, root: int, attempts: int, error: str) -> None:
         task, msg_id, values, component = self.wave_msgs[root]
+        if hasattr(values, "as_list"):  # a row of a spout's column emit, made a list only now
+            values = values.as_list()
         self.sink.write({"topology": self.name, "component": component, "task": task, "msg_id": msg_id,
                          "values": values, "attempts": attempts, "error": error})
         self.dead_lettered += 1

@@ -34,6 +34,9 @@ def seal_outputs(res: TaskResult, to_bytes: bool) -> list[tuple[int, Any]]:
     batch as bytes when `to_bytes` (Spark), else as is. Culprit rows fail into `res`."""
     out = []
     for target, batch in res.outputs:
+        if getattr(batch, "always_crosses", False):  # Arrow columns (squall.columnar): they always serialize
+            out.append((target, dumps(batch) if to_bytes else batch))
+            continue
         if to_bytes:
             try:
                 out.append((target, dumps(batch)))

@@ -41,6 +41,7 @@ class SpoutTask(TaskBase):
         self.opened = False
         self.active = True
         self.last_values: list[list] = []
+        self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
 
     def open(self) -> None:
         if not self.opened:
@@ -64,13 +65,37 @@ class SpoutTask(TaskBase):
         emits, rejected = self._reject_unserializable(emits, res)
         if not emits:
             self.last_values = []
-            return SpoutWave(res, [], _EMPTY_U, _EMPTY_U, rejected)
-        streams, values, mids, targets = zip(*emits)
-        ix = EmitIndex.of_spout(values, streams, targets)
-        trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
-        res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix, trees.child_anchors))
-        self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
-        return SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
+            wave = SpoutWave(res, [], _EMPTY_U, _EMPTY_U, rejected)
+        else:
+            streams, values, mids, targets = zip(*emits)
+            ix = EmitIndex.of_spout(values, streams, targets)
+            trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
+            res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix,
+                                              trees.child_anchors))
+            self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
+            wave = SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
+        columns = self.collector.take_columns()
+        return self._add_columns(wave, columns, roots_for, tracking) if columns else wave
+
+    def _add_columns(self, wave: SpoutWave, columns: list[tuple], roots_for: Any, tracking: bool) -> SpoutWave:
+        """The wave's column emits (SpoutOutputCollector.emit_batch of columns), added to its trees."""
+        from squall.columnar.arrow import batch_to_rows  # noqa: PLC0415 - only spouts that emit columns
+        from squall.columnar.routing import stream_column_routes  # noqa: PLC0415
+        from squall.columnar.spout import column_trees  # noqa: PLC0415
+
+        if self._column_routes is None:
+            self._column_routes = {name: stream_column_routes(self.topology, so, self.task_index)
+                                   for name, so in self.streams.items()}
+        got = column_trees(self.component, self.task_id, columns, self._column_routes, roots_for, tracking)
+        res = wave.result
+        res.emitted += got.rows
+        res.outputs.extend(got.outputs)
+        if res.captured is not None:
+            for so, data, _, _ in columns:
+                res.captured.setdefault(so.stream, []).extend(batch_to_rows(data))
+        self.last_values = self.last_values + got.values
+        return SpoutWave(res, wave.msg_ids + got.msg_ids, np.concatenate([wave.roots, *got.roots]),
+                         np.concatenate([wave.init_vals, *got.init_vals]), wave.rejected)
 
     def _reject_unserializable(self, emits: list[tuple], res: TaskResult) -> tuple[list[tuple], list]:
         """Emits whose values cannot cross to a bolt task never start a tree: each is reported

@@ -42,9 +42,12 @@ class Anchors:
 def keys_of(anchors: Anchors, salt: int) -> np.ndarray:
     """Per row: its identity (from its first root and value) or, untracked, a salted position."""
     n = len(anchors.off) - 1
-    keys = mix64(np.arange(n, dtype=_U64) + _U64(salt & 0xFFFFFFFFFFFFFFFF))
     counts = anchors.counts
     tracked = counts > 0
+    if n and tracked.all():  # every row tracked: no salted positions needed
+        first = anchors.off[:-1]
+        return row_keys(anchors.root[first], anchors.val[first])
+    keys = mix64(np.arange(n, dtype=_U64) + _U64(salt & 0xFFFFFFFFFFFFFFFF))
     if tracked.any():
         first = anchors.off[:-1][tracked]
         keys[tracked] = row_keys(anchors.root[first], anchors.val[first])
@@ -132,6 +135,8 @@ def roots_of_rows(anchors: Anchors, rows: np.ndarray) -> tuple[np.ndarray, np.nd
 def combine(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fold ack messages per root (XOR): what crosses the network is one message per root."""
     if len(roots) < 2:
+        return roots, vals
+    if (roots[1:] > roots[:-1]).all():  # already one message per root, in order (roots are consecutive)
         return roots, vals
     order = np.argsort(roots, kind="stable")
     r, v = roots[order], vals[order]

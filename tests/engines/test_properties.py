@@ -1,5 +1,6 @@
-"""Property tests: random DAG topologies with random fan-out, multi-anchoring and random
-ack / fail / never-ack choices. An oracle computed from what the bolts did (not from squall's
+"""Property tests: random DAG topologies mixing ordinary and columnar bolts, with random
+fan-out, multi-anchoring and random ack / fail / never-ack choices (a columnar bolt fails
+random rows and acks the rest). An oracle computed from what the bolts did (not from squall's
 ledger) says each root's fate: acked iff every tuple of its tree was acked, failed if any was
 failed, timed out (so failed) otherwise; and each root is reported exactly once."""
 
@@ -8,10 +9,12 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from squall import Bolt, Spout, TopologyBuilder
+from squall.columnar import ColumnarBolt
 from squall.testing import complete_topology
 
 FIELDS = ["tid", "roots", "parents", "by"]
@@ -68,6 +71,44 @@ class RandomBolt(Bolt):
             self.held.append(t)
 
 
+class ColumnarRandomBolt(ColumnarBolt):
+    """RandomBolt's rules on a whole batch: per input row 0-3 children, anchored to it or not
+    (one emit_batch each), then the rows whose hash says "fail" fail; every other row is acked."""
+
+    def __init__(self, salt, p_fail, p_hold, max_fanout):
+        self.salt, self.p_fail, self.p_hold, self.max_fanout = salt, p_fail, p_hold, max_fanout
+
+    def prepare(self, conf, context):
+        self.me = f"{context.this_component_id}:{context.this_task_index}"
+        self.comp = context.this_component_id
+
+    def declare_output_fields(self, d):
+        d.declare(FIELDS)
+
+    def execute_batch(self, batch, c):
+        tids, roots = batch.column("tid").to_pylist(), batch.column("roots").to_pylist()
+        out = {True: ([], []), False: ([], [])}  # anchored? -> (rows, anchors)
+        failed = []
+        for i, tid in enumerate(tids):
+            for k in range(choice(tid, self.comp, self.salt, "fanout", self.max_fanout + 1)):
+                anchored = choice(tid, self.comp, self.salt, f"anchor{k}", 4) != 0
+                rows, anchors = out[anchored]
+                rows.append([f"{self.me}/{tid}.{k}", tuple(roots[i]) if anchored else (), (tid,), self.me])
+                anchors.append(i)
+            failed.append(fate(tid, self.comp, self.salt, self.p_fail, self.p_hold) == "fail")
+        for anchored, (rows, anchors) in out.items():
+            if rows:
+                cols = {f: [r[j] for r in rows] for j, f in enumerate(FIELDS)}
+                c.emit_batch(cols, np.array(anchors) if anchored else None)
+        c.fail_rows(np.array(failed, bool))
+
+
+def fate_in(obj, tid, comp, salt, p_fail, p_hold):
+    """What the bolt `obj` does with input `tid`: a columnar bolt acks what it does not fail."""
+    f = fate(tid, comp, salt, p_fail, p_hold)
+    return "ack" if f == "hold" and isinstance(obj, ColumnarBolt) else f
+
+
 class JoinBolt(Bolt):
     """Holds inputs in pairs, emits one child anchored to both (multi-anchoring across trees),
     then acks, fails or holds each parent as its hash says."""
@@ -107,7 +148,7 @@ class JoinBolt(Bolt):
 
 @dataclass
 class BoltPlan:
-    kind: str  # "random" or "join"
+    kind: str  # "random", "join" or "columnar"
     parallelism: int
     sources: list[tuple[int, str]]  # (index into the component list, grouping)
 
@@ -122,7 +163,7 @@ def topologies(draw):
         upstream = n_spouts + i
         k = draw(st.integers(1, min(2, upstream)))
         srcs = draw(st.lists(st.integers(0, upstream - 1), min_size=k, max_size=k, unique=True))
-        plans.append(BoltPlan(draw(st.sampled_from(["random", "random", "join"])), draw(st.integers(1, 3)),
+        plans.append(BoltPlan(draw(st.sampled_from(["random", "random", "join", "columnar"])), draw(st.integers(1, 3)),
                               [(s, draw(st.sampled_from(GROUPINGS))) for s in srcs]))
     tuples = [draw(st.integers(1, 6)) for _ in range(n_spouts)]
     return spouts, plans, tuples, draw(st.integers(0, 10**6)), draw(st.integers(0, 20)), \
@@ -135,7 +176,9 @@ def build(spouts, plans, salt, p_fail, p_hold, max_fanout):
     for i, par in enumerate(spouts):
         b.set_spout(names[i], SourceSpout(), parallelism=par)
     for i, plan in enumerate(plans):
-        bolt = RandomBolt(salt, p_fail, p_hold, max_fanout) if plan.kind == "random" else JoinBolt(salt, p_fail, p_hold)
+        bolt = RandomBolt(salt, p_fail, p_hold, max_fanout) if plan.kind == "random" else \
+            ColumnarRandomBolt(salt, p_fail, p_hold, max_fanout) if plan.kind == "columnar" else \
+            JoinBolt(salt, p_fail, p_hold)
         d = b.set_bolt(names[len(spouts) + i], bolt, parallelism=plan.parallelism)
         for src, g in plan.sources:
             if g == "fields":
@@ -168,7 +211,7 @@ def oracle(topology, names, result, mocked, salt, p_fail, p_hold):
                     outcomes = [fate(tid, sub, salt, p_fail, p_hold)] * n_paired + ["hold"] * (copies - n_paired)
                     paired[tid] = paired.get(tid, 0) - n_paired
                 else:
-                    outcomes = [fate(tid, sub, salt, p_fail, p_hold)] * copies
+                    outcomes = [fate_in(topology.specs[sub].obj, tid, sub, salt, p_fail, p_hold)] * copies
                 for r in roots:
                     fates[r].extend(outcomes)
     return {r for r, fs in fates.items() if all(f == "ack" for f in fs)}, set(all_roots)
@@ -195,8 +238,16 @@ def check(engine, spark, params):
     assert failed == all_roots - expected_acked
 
 
+# Always run: columnar bolts fed by a spout, by a tuple bolt and by another columnar bolt, with
+# every grouping kind between them, and failed rows.
+MIXED = ([2], [BoltPlan("columnar", 2, [(0, "fields")]), BoltPlan("random", 2, [(1, "shuffle")]),
+               BoltPlan("columnar", 3, [(2, "all"), (1, "local_or_shuffle")]),
+               BoltPlan("join", 2, [(3, "fields"), (1, "global")])], [6], 7, 20, 10, 3)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies())
+@example(MIXED)
 def test_random_topologies_local(params):
     check("local", None, params)
 
@@ -204,5 +255,6 @@ def test_random_topologies_local(params):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(params=topologies())
+@example(params=MIXED)
 def test_random_topologies_spark(spark_session, params):
     check("spark", spark_session, params)

@@ -20,6 +20,7 @@ from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import tune_gc
 from squall.engine.sealing import portable_captured, seal_outputs
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
+from squall.engine.task_kinds import bolt_task_class
 from squall.reliability.anchoring import combine
 
 _U64 = np.uint64
@@ -79,11 +80,12 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
     conf_c = component_conf(conf, topology.specs[comp])
     # Taken out: a task that dies mid-run must not leave a half-updated copy behind.
     cached = _TASKS.pop((uid, comp, idx), None)
+    kind = bolt_task_class(topology.specs[comp].obj)
     if state is None:  # prepared on first use, in run()
-        return BoltTask(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
+        return kind(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
     if cached is not None and cached[0] == state.wave:
         return cached[1]
-    return BoltTask.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
+    return kind.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
 
 
 def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None,

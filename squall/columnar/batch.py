@@ -1,0 +1,105 @@
+"""ColumnBatch: a TupleBatch whose values are an Arrow RecordBatch.
+
+It has the TupleBatch interface (source, fields, `anchors_to_ids` as flat arrays, `values`),
+so it travels and is consumed like one: a columnar bolt reads its Arrow data as is; an
+ordinary bolt reads `values`, built (once, on first use) from the columns. Pickled, the
+columns travel as Arrow IPC bytes, not as pickled rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from squall.columnar.arrow import batch_to_rows, from_ipc, rows_to_batch, to_ipc
+from squall.reliability.batch import TupleBatch, field_index_of
+
+_U64 = np.uint64
+_I64 = np.int64
+
+
+class ColumnBatch:
+    """Rows of one (source component, stream, source task) as Arrow columns, with anchors."""
+
+    __slots__ = ("component", "stream", "fields", "source_task", "data", "anc_off", "anc_root", "anc_val",
+                 "_values", "_findex")
+    always_crosses = True  # Arrow data always serializes (engine/sealing.py need not check rows)
+
+    def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, data: pa.RecordBatch,
+                 anc_off: np.ndarray | None = None, anc_root: np.ndarray | None = None,
+                 anc_val: np.ndarray | None = None):
+        self.component = component
+        self.stream = stream
+        self.fields = tuple(fields)
+        self.source_task = source_task
+        self.data = data
+        self.anc_off = anc_off
+        self.anc_root = anc_root
+        self.anc_val = anc_val
+        self._values: list | None = None
+        self._findex = field_index_of(self.fields)
+
+    def __len__(self) -> int:
+        return self.data.num_rows
+
+    @property
+    def values(self) -> list:
+        """The rows as lists, for ordinary bolts (built on first use)."""
+        if self._values is None:
+            self._values = batch_to_rows(self.data)
+        return self._values
+
+    @property
+    def field_index(self) -> dict[str, int]:
+        return self._findex
+
+    anchors_of = TupleBatch.anchors_of  # the same flat anchor arrays as a TupleBatch
+    row_batch = TupleBatch.row_batch
+
+    def __getstate__(self) -> tuple:
+        return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),
+                self.anc_off, self.anc_root, self.anc_val)
+
+    def __setstate__(self, state: tuple) -> None:
+        (self.component, self.stream, self.fields, self.source_task, blob,
+         self.anc_off, self.anc_root, self.anc_val) = state
+        self.data = from_ipc(blob)
+        self._values = None
+        self._findex = field_index_of(self.fields)
+
+    def __repr__(self) -> str:
+        return f"ColumnBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"
+
+
+def as_columns(batch: Any) -> ColumnBatch:
+    """Any input batch as a ColumnBatch (a TupleBatch's rows become columns; may raise TypeError)."""
+    if type(batch) is ColumnBatch:
+        return batch
+    data = rows_to_batch(batch.values, batch.fields)
+    return ColumnBatch(batch.component, batch.stream, batch.fields, batch.source_task, data,
+                       batch.anc_off, batch.anc_root, batch.anc_val)
+
+
+def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:
+    """Batches of one source stream as one (rows in order, anchors shifted); the source task is
+    the first part's (-1 when parts come from several tasks)."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    schema = first.data.schema
+    tables = [p.data if p.data.schema.equals(schema) else p.data.cast(schema) for p in parts]
+    data = pa.Table.from_batches(tables).combine_chunks()
+    data = data.to_batches()[0] if data.num_rows else first.data.slice(0, 0)
+    tasks = {p.source_task for p in parts}
+    out = ColumnBatch(first.component, first.stream, first.fields, first.source_task if len(tasks) == 1 else -1, data)
+    if any(p.anc_off is not None for p in parts):
+        counts = np.concatenate([np.diff(p.anc_off) if p.anc_off is not None else np.zeros(len(p), _I64)
+                                 for p in parts])
+        out.anc_off = np.zeros(len(counts) + 1, _I64)
+        np.cumsum(counts, out=out.anc_off[1:])
+        out.anc_root = np.concatenate([p.anc_root for p in parts if p.anc_off is not None]).astype(_U64)
+        out.anc_val = np.concatenate([p.anc_val for p in parts if p.anc_off is not None]).astype(_U64)
+    return out

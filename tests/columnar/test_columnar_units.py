@@ -1,0 +1,148 @@
+"""Unit tests of the columnar pieces: the vectorized fields grouping gives the tuple path's
+task for the same values; bulk anchoring's ordinals; the spout's emit_batch forms; the
+collector's checks."""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from squall.api.collectors import SpoutOutputCollector, StreamOut
+from squall.api.topology import Grouping
+from squall.columnar.batch import ColumnBatch
+from squall.columnar.collector import ColumnarCollector
+from squall.columnar.hashing import fields_hashes
+from squall.columnar.routing import ColumnRoute
+from squall.engine.routing import make_route
+from squall.reliability.columns import row_ordinals
+
+
+def _rng(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _values(rng, kind, n):
+    if kind == "str":
+        pool = ["", "a", "é", "word", "日本", "x" * 40] + [f"w{i}" for i in range(300)]
+        return [None if rng.random() < 0.05 else pool[rng.integers(len(pool))] for _ in range(n)]
+    if kind == "int":
+        return [None if rng.random() < 0.05 else int(rng.integers(-2**62, 2**62)) if rng.random() < 0.5
+                else int(rng.integers(-50, 50)) for _ in range(n)]
+    if kind == "float":
+        return [None if rng.random() < 0.05 else float(rng.choice([0.0, -0.0, 1.5, 1e300, -2.25]))
+                if rng.random() < 0.5 else float(rng.normal()) for _ in range(n)]
+    if kind == "bool":
+        return [None if rng.random() < 0.1 else bool(rng.integers(2)) for _ in range(n)]
+    if kind == "bytes":
+        return [bytes(rng.integers(0, 256, rng.integers(0, 6)).astype(np.uint8)) for _ in range(n)]
+    return [[int(x) for x in rng.integers(0, 3, rng.integers(0, 3))] for _ in range(n)]  # lists
+
+
+@pytest.mark.parametrize("kinds", [["str"], ["int"], ["float"], ["bool"], ["bytes"], ["list"], ["str", "int"],
+                                   ["int", "str", "bool"]])
+@pytest.mark.parametrize("n_tasks", [1, 3, 7])
+def test_fields_grouping_on_columns_matches_the_tuple_path(kinds, n_tasks):
+    rng = _rng(f"{kinds}{n_tasks}")
+    n = 3000
+    names = [f"f{i}" for i in range(len(kinds))] + ["other"]
+    cols = [_values(rng, k, n) for k in kinds] + [list(range(n))]
+    data = pa.RecordBatch.from_arrays([pa.array(c) for c in cols], names=names)
+    rows = [list(r) for r in zip(*data.to_pydict().values())]  # the values an ordinary bolt would emit
+    tasks = [10 + 3 * i for i in range(n_tasks)]
+    keys = names[:-1][::-1]  # key order differs from field order
+    route = make_route(Grouping("fields", tuple(keys)), tasks, names, 0)
+    want = [route(r)[0] for r in rows]
+    col = ColumnRoute("fields", tasks, [names.index(k) for k in keys], None, None)
+    row, target = col.children(data)
+    got = np.empty(n, np.int64)
+    got[row] = target
+    assert got.tolist() == want
+
+
+def test_fields_hash_of_a_dictionary_column_with_nulls():
+    arr = pa.array(["a", None, "b", "a"]).dictionary_encode()
+    plain = pa.array(["a", None, "b", "a"])
+    h1 = fields_hashes(pa.record_batch([arr], names=["k"]), [0])
+    h2 = fields_hashes(pa.record_batch([plain], names=["k"]), [0])
+    assert h1.tolist() == h2.tolist()
+
+
+def test_shuffle_on_columns_continues_the_tuple_counter():
+    tasks = [4, 5, 6]
+    tup = make_route(Grouping("shuffle"), tasks, ["k"], 1)
+    col = ColumnRoute("shuffle", tasks, [], tup, None)
+    first = [tup([i])[0] for i in range(2)]
+    row, target = col.children(pa.record_batch({"k": list(range(5))}))
+    got = np.empty(5, np.int64)
+    got[row] = target
+    assert first + got.tolist() + [tup([0])[0]] == [tasks[(1 + i) % 3] for i in range(8)]
+
+
+def test_row_ordinals_count_per_input_row_across_emits():
+    base = np.zeros(4, np.int64)
+    assert row_ordinals(np.array([2, 0, 2, 2, 1]), base).tolist() == [0, 0, 1, 2, 0]
+    assert row_ordinals(np.array([2, 3]), base).tolist() == [3, 0]
+    assert base.tolist() == [1, 1, 4, 1]
+
+
+def _so(direct=False):
+    return StreamOut("c", "default", ("k",), direct, [], set(), 0)
+
+
+def test_collector_checks_name_the_component():
+    c = ColumnarCollector("mycol", {"default": _so()}, None)
+    c.begin(3, "src", "default")
+    with pytest.raises(ValueError, match="'mycol': emit_batch on stream 'default' got columns"):
+        c.emit_batch({"x": [1]}, [0])
+    with pytest.raises(ValueError, match="'mycol': emit_batch got 1 anchor"):
+        c.emit_batch({"k": [1, 2]}, [0])
+    with pytest.raises(IndexError, match="input row -1"):
+        c.emit_batch({"k": [1]}, [-1])
+    with pytest.raises(ValueError, match="bool mask of shape"):
+        c.fail_rows(np.ones(2, bool))
+    with pytest.raises(ValueError, match="does not declare"):
+        c.emit_batch({"k": [1]}, [0], stream="nope")
+    c.fail_rows([0, 2])
+    c.emit_batch(pa.record_batch({"k": [7, 8]}), np.array([1, 1]))
+    emits, failed = c.take()
+    assert failed.tolist() == [True, False, True] and emits[0].anchors.tolist() == [1, 1]
+
+
+def test_spout_emit_batch_forms_record_rows_or_columns():
+    c = SpoutOutputCollector("sp", {"default": _so()}, None)
+    c.emit_batch([[1], [2]], "one-tree")
+    c.emit_batch([[3]], msg_id="again")
+    assert [e[2].msg_id for e in c.take_recorded()] == ["one-tree", "one-tree", "again"]
+    c.emit_batch({"k": np.arange(3)}, ["a", "b", "c"])
+    c.emit_batch(pa.record_batch({"k": [9]}), msg_id="m")
+    assert c.recorded_count == 4
+    cols = c.take_columns()
+    assert cols[0][2] == ["a", "b", "c"] and cols[0][3] is None
+    assert cols[1][2] is None and cols[1][3].msg_id == "m"
+    with pytest.raises(ValueError, match="both msg_id"):
+        c.emit_batch({"k": [1]}, ["x"], msg_id="y")
+    with pytest.raises(ValueError, match="2 msg_ids for 1 rows"):
+        c.emit_batch({"k": [1]}, ["x", "y"])
+
+
+def test_column_batch_travels_as_arrow_ipc_and_reads_as_rows():
+    data = pa.record_batch({"k": ["a", None], "n": [1, 2]})
+    b = ColumnBatch("c", "default", ("k", "n"), 3, data, np.array([0, 1, 1]), np.array([5], np.uint64),
+                    np.array([9], np.uint64))
+    state = b.__getstate__()
+    assert pa.ipc.open_stream(state[4]).read_next_batch().equals(data)  # the columns travel as Arrow IPC
+    back = pickle.loads(pickle.dumps(b))
+    assert back.data.equals(data) and back.values == [["a", 1], [None, 2]]
+    assert back.anchors_of(0)[0].tolist() == [5] and back.anchors_of(1)[0].tolist() == []
+
+
+def test_a_column_emit_row_kept_for_a_dead_letter_is_its_values():
+    from squall.columnar.spout import RowRef
+
+    data = pa.record_batch({"k": ["a", "b"], "n": [1, 2]})
+    ref = RowRef(data, 1)
+    assert ref.as_list() == ["b", 2] and repr(ref) == "['b', 2]"
