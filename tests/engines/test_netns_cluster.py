@@ -49,7 +49,7 @@ def netns(tmp_path_factory):
 
 def job_args(cluster: NetnsCluster, scenario: str, *opts: str) -> list[str]:
     return [sys.executable, str(JOB), cluster.master_url, cluster.bridge_ip, cluster.worker_python, scenario,
-            "--ui-port", "4050", *opts]
+            "--ui-port", "4050", "--shared", str(cluster.tmp / "shared"), *opts]
 
 
 def run_job(cluster: NetnsCluster, scenario: str, *opts: str, env: dict | None = None) -> dict:
@@ -92,6 +92,9 @@ def test_wordcount_matches_local_engine(netns):
     limit = 2000
     result = run_job(netns, "wordcount", "--limit", str(limit), "--wave-tuples", "400")
     assert_ran_on_workers(netns, result)
+    # Host-local state is refused at submit, naming the component and the shared alternatives.
+    assert result["refused"].startswith(f"refusing to submit to the Spark cluster {netns.master_url}"), result
+    assert "SQLiteStateFactory" in result["refused"] and "PostgreSQL or Redis" in result["refused"]
     module = load_example()
     local = run_wordcount(module, limit, wave_tuples=400, engine="local")
     expected = expected_counts(module, limit)
@@ -258,6 +261,7 @@ def test_worker_loss_mid_stream(netns):
     print("worker loss:", json.dumps({"killed_at_wave": killed_at_wave, "killed_pids": len(killed),
                                       "stall_secs": round(stall, 2), "replayed": result["replayed"],
                                       "spout_failed": result["spout_failed"], "lost_waves": result["lost_waves"],
+                                      "spark_tasks_rerun": result["failed_tasks"],
                                       "new_worker_tasks": new_tasks, "sentences": result["limit"],
                                       "waves": result["waves"]}))
 

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import zlib
@@ -127,6 +128,9 @@ class NetnsCluster:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> NetnsCluster:
+        if threading.current_thread() is threading.main_thread():
+            # A SIGTERM'd test run still tears down (finally blocks run on SystemExit).
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             self._bridge_up = True

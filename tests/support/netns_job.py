@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 EXAMPLES = ROOT / "examples"
+CLUSTER_CONF: dict[str, Any] = {}  # the shared paths of this cluster (main sets it from --shared)
 
 
 def session(args: argparse.Namespace) -> Any:
@@ -69,6 +70,15 @@ def where_python_runs(sc: Any, n: int = 6) -> list[dict[str, Any]]:
     return sc.parallelize(range(n), n).mapPartitions(probe).collect()
 
 
+def failed_tasks(sc: Any) -> int:
+    """Tasks Spark re-ran after a failure (an executor lost mid-task), from the driver's REST API."""
+    import urllib.request
+
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return sum(s.get("numFailedTasks", 0) for s in json.load(r))
+
+
 def executors(sc: Any) -> list[str]:
     infos = sc._jsc.sc().statusTracker().getExecutorInfos()
     return sorted(f"{i.host()}:{i.port()}" for i in infos)
@@ -89,11 +99,29 @@ def load(path: Path) -> Any:
 
 # -- scenarios ---------------------------------------------------------------------------
 
+def refused(spark: Any) -> str:
+    """What submitting a Trident topology with SQLite state to this cluster says (it must refuse)."""
+    from squall import LocalCluster
+    from squall.engine.spark.host_local import HostLocalResourceError
+    from squall.trident import Count, FixedBatchSpout, SQLiteMapState, TridentTopology
+
+    t = TridentTopology()
+    (t.new_stream("words", FixedBatchSpout(["word"], 2, ["a"], ["b"])).group_by(["word"])  # refused at submit
+     .persistent_aggregate(SQLiteMapState.factory("counts.db", "transactional"), Count(), ["count"]))
+    with LocalCluster(engine="spark", spark=spark) as cluster:
+        try:
+            cluster.submit_topology("refused", dict(CLUSTER_CONF), t.build())
+        except HostLocalResourceError as e:
+            return str(e)
+    return "(accepted)"
+
+
 def wordcount(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     from tests.support.spark_cluster_job import run_wordcount
 
-    return run_wordcount(load(EXAMPLES / "wordcount.py"), args.limit, 2, args.timeout, args.wave_tuples,
-                         engine="spark", spark=spark)
+    counts = run_wordcount(load(EXAMPLES / "wordcount.py"), args.limit, 2, args.timeout, args.wave_tuples,
+                           extra_conf=CLUSTER_CONF, engine="spark", spark=spark)
+    return {"refused": refused(spark), **counts}
 
 
 def _split_class() -> Any:
@@ -125,7 +153,7 @@ def run_trident(data: str, dsn: str, table: str, timeout: float, **cluster_kwarg
 
     topology, state = trident_topology(data, dsn, table)
     with LocalCluster(**cluster_kwargs) as cluster:
-        cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2}, topology)
+        cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **CLUSTER_CONF}, topology)
         spout = cluster.spout_instances("tri")[0]
         deadline = time.monotonic() + timeout
         while not spout.idle:
@@ -155,7 +183,7 @@ def run_rabbitmq(n: int, timeout: float, **cluster_kwargs: Any) -> dict[str, Any
 
     module = rabbit_topology()
     with LocalCluster(capture=True, **cluster_kwargs) as cluster:
-        cluster.submit_topology("rabbit", module.CONF, module.build_topology(2))
+        cluster.submit_topology("rabbit", {**module.CONF, **CLUSTER_CONF}, module.build_topology(2))
         deadline = time.monotonic() + timeout
         while cluster.get_topology_stats("rabbit")["sentences"]["acked"] < n:
             if time.monotonic() > deadline:
@@ -187,6 +215,7 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     conf = dict(module.CONF)
     conf[Config.SQUALL_WAVE_MAX_TUPLES] = args.wave_tuples
     conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = args.message_timeout
+    conf.update(CLUSTER_CONF)
     released = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), released.set()), daemon=True).start()
     with LocalCluster(capture=True, engine="spark", spark=spark) as cluster:
@@ -217,7 +246,8 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
             for word, n in rows:
                 final[word] = max(final.get(word, 0), n)
         stats = cluster.get_topology_stats(TOPOLOGY)["sentences"]
-        return {"counts": dict(sorted(final.items())), "count_emits": count_emits, "limit": spout.emitted,
+        return {"failed_tasks": failed_tasks(spark.sparkContext), "counts": dict(sorted(final.items())),
+                "count_emits": count_emits, "limit": spout.emitted,
                 "spout_acked": spout.acked, "spout_failed": spout.failed, "replayed": spout.replayed,
                 "given_up": spout.given_up, "stats_acked": stats["acked"], "pending": coord.pending_count,
                 "lost_waves": coord.lost_waves, "waves": coord.waves_done,
@@ -243,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="")
     p.add_argument("--dsn", default="")
     p.add_argument("--table", default="")
+    p.add_argument("--shared", required=True, help="a directory every host sees (here: the same disk)")
     args = p.parse_args(argv)
+    CLUSTER_CONF.update({"squall.shared.paths": [args.shared],
+                         "squall.checkpoint.dir": os.path.join(args.shared, "checkpoints"),
+                         "squall.dead.letter.path": os.path.join(args.shared, "dead-letters.jsonl")})
 
     t0 = time.monotonic()
     spark = session(args)
