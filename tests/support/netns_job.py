@@ -9,8 +9,9 @@ topology's own modules too; the topology file itself is pickled by value, as `sq
 
     python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
 
-SCENARIO: wordcount, trident-pg, rabbitmq, or wordcount-loss (progress lines per wave; reads
-"release" on stdin, then finishes the stream with `--tail` more sentences).
+SCENARIO: wordcount, trident-pg, rabbitmq, all (those three in one application), or wordcount-loss
+(progress lines per wave; reads "release" on stdin, then finishes the stream with `--tail` more
+sentences).
 """
 
 from __future__ import annotations
@@ -119,9 +120,12 @@ def refused(spark: Any) -> str:
 def wordcount(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     from tests.support.spark_cluster_job import run_wordcount
 
+    t0 = time.perf_counter()
     counts = run_wordcount(load(EXAMPLES / "wordcount.py"), args.limit, 2, args.timeout, args.wave_tuples,
                            extra_conf=CLUSTER_CONF, engine="spark", spark=spark)
-    return {"refused": refused(spark), **counts}
+    run_secs = time.perf_counter() - t0  # submit to idle: what bench/cluster.py divides by
+    return {"refused": None if spark.sparkContext.master.startswith("local") else refused(spark),
+            "run_secs": round(run_secs, 3), **counts}
 
 
 def _split_class() -> Any:
@@ -163,10 +167,14 @@ def run_trident(data: str, dsn: str, table: str, timeout: float, **cluster_kwarg
                 raise cluster.get_crash("tri")
             time.sleep(0.05)
         lost = cluster.coordinator("tri").lost_waves
+    return {"table": table, "lost_waves": lost, "counts": trident_counts(data, state)}
+
+
+def trident_counts(data: str, state: Any) -> dict[str, Any]:
+    """The count the state holds for every word of the corpus in `data`."""
     words = sorted({w for f in sorted(Path(data).iterdir()) for line in f.read_text().splitlines()
                     for w in json.loads(line)["sentence"].split()})
-    counts = dict(zip(words, state.multi_get([[w] for w in words])))
-    return {"table": table, "lost_waves": lost, "counts": counts}
+    return dict(zip(words, state.multi_get([[w] for w in words])))
 
 
 def trident_pg(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
@@ -219,6 +227,10 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     released = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), released.set()), daemon=True).start()
     with LocalCluster(capture=True, engine="spark", spark=spark) as cluster:
+        tri = None
+        if args.dsn:  # a Trident word count into PostgreSQL alongside, through the same loss
+            tri_topology, tri = trident_topology(args.data, args.dsn, args.table)
+            cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **CLUSTER_CONF}, tri_topology)
         cluster.submit_topology(TOPOLOGY, conf, module.build_topology(args.parallelism, limit=None))
         coord = cluster.coordinator(TOPOLOGY)
         spout = cluster.spout_instances(TOPOLOGY)[0]
@@ -227,8 +239,9 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
             done = coord.waves_done
             if done != seen:
                 seen = done
+                tri_busy = tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri"))
                 print(json.dumps({"wave": done, "t": time.time(), "acked": spout.acked,
-                                  "lost_waves": coord.lost_waves}), flush=True)
+                                  "lost_waves": coord.lost_waves, "trident_running": tri_busy}), flush=True)
             if released.is_set() and spout.limit is None:
                 spout.limit = spout.emitted + args.tail
             if spout.limit is not None and spout.emitted >= spout.limit and not spout.pending and not spout.replay:
@@ -238,6 +251,10 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the loss run did not finish in {args.timeout}s (released: {released.is_set()})")
             time.sleep(0.01)
+        while tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri")):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Trident run did not commit everything in {args.timeout}s")
+            time.sleep(0.05)
         cluster.wait_idle(args.timeout)
         final: dict[str, int] = {}
         count_emits = 0
@@ -247,6 +264,8 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
                 final[word] = max(final.get(word, 0), n)
         stats = cluster.get_topology_stats(TOPOLOGY)["sentences"]
         return {"failed_tasks": failed_tasks(spark.sparkContext), "counts": dict(sorted(final.items())),
+                "trident_counts": trident_counts(args.data, tri) if tri is not None else None,
+                "trident_lost_waves": cluster.coordinator("tri").lost_waves if tri is not None else None,
                 "count_emits": count_emits, "limit": spout.emitted,
                 "spout_acked": spout.acked, "spout_failed": spout.failed, "replayed": spout.replayed,
                 "given_up": spout.given_up, "stats_acked": stats["acked"], "pending": coord.pending_count,
@@ -254,7 +273,27 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
                 "errors": [str(e) for e in coord.errors]}
 
 
-SCENARIOS = {"wordcount": wordcount, "trident-pg": trident_pg, "rabbitmq": rabbitmq, "wordcount-loss": wordcount_loss}
+def all_scenarios(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """wordcount, then trident-pg (with --dsn) and rabbitmq (with --rabbit-limit) in one application:
+    one driver and one set of executors to start. Each scenario's result, or its error."""
+    import traceback
+
+    out: dict[str, Any] = {}
+    plan = [("wordcount", wordcount, args)]
+    if args.dsn:
+        plan.append(("trident-pg", trident_pg, args))
+    if args.rabbit_limit:
+        plan.append(("rabbitmq", rabbitmq, argparse.Namespace(**{**vars(args), "limit": args.rabbit_limit})))
+    for name, fn, a in plan:
+        try:
+            out[name] = fn(a, spark)
+        except Exception:  # noqa: BLE001 - reported to the test, which fails on it
+            out[name] = {"error": traceback.format_exc()}
+    return out
+
+
+SCENARIOS = {"wordcount": wordcount, "trident-pg": trident_pg, "rabbitmq": rabbitmq, "wordcount-loss": wordcount_loss,
+             "all": all_scenarios}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="")
     p.add_argument("--dsn", default="")
     p.add_argument("--table", default="")
+    p.add_argument("--rabbit-limit", type=int, default=0, help="'all': sentences on $SQUALL_EXAMPLE_QUEUE (0: skip)")
     p.add_argument("--shared", required=True, help="a directory every host sees (here: the same disk)")
     args = p.parse_args(argv)
     CLUSTER_CONF.update({"squall.shared.paths": [args.shared],

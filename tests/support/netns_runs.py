@@ -93,14 +93,16 @@ class _Lines:
             return json.loads(line)
 
 
-def worker_loss(cluster: NetnsCluster, kill_after_waves: int = 4, message_timeout: int = 30) -> dict[str, Any]:
+def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4,
+                message_timeout: int = 30) -> dict[str, Any]:
     """Runs the unbounded word count on every worker's core, SIGKILLs the first live worker host
     once `kill_after_waves` waves completed (work done, not time), starts a new host, waits until
-    its executor has run tasks, then ends the stream. The job's result plus what happened."""
+    its executor has run tasks, then ends the stream. The job's result plus what happened.
+    `opts`: more job options (--data, --dsn, --table: a Trident word count alongside)."""
     victim = next(w for w in cluster.workers if w.proc is not None and w.proc.poll() is None)
     err = cluster.tmp / "job-loss.stderr"
     cmd = job_command(cluster, "wordcount-loss", "--wave-tuples", "150", "--tail", "300", "--parallelism",
-                      str(len(cluster.workers)), "--message-timeout", str(message_timeout))
+                      str(len(cluster.workers)), "--message-timeout", str(message_timeout), *opts)
     with open(err, "wb") as f:
         job = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=f, stdin=subprocess.PIPE,
                                start_new_session=True)
@@ -110,7 +112,7 @@ def worker_loss(cluster: NetnsCluster, kill_after_waves: int = 4, message_timeou
         wave = lines.next(deadline)
         while wave["wave"] < kill_after_waves:
             wave = lines.next(deadline)
-        killed_at_wave, t_kill = wave["wave"], time.time()
+        killed_at_wave, t_kill, trident_running = wave["wave"], time.time(), wave.get("trident_running")
         killed = cluster.kill_worker(victim)
         joined = cluster.add_worker()  # a host joining later: a new namespace, a new worker
         after, new_tasks = [], 0
@@ -134,4 +136,5 @@ def worker_loss(cluster: NetnsCluster, kill_after_waves: int = 4, message_timeou
         raise JobError(f"the loss job failed ({job.returncode}):\n{tail(err)}")
     stall = next(x["t"] for x in after if x["t"] > t_kill) - t_kill
     return {**line, "killed_at_wave": killed_at_wave, "killed_pids": killed, "victim_ip": victim.ip,
-            "joined_ip": joined.ip, "new_worker_tasks": new_tasks, "stall_secs": round(stall, 2)}
+            "joined_ip": joined.ip, "new_worker_tasks": new_tasks,
+            "trident_running_at_kill": trident_running, "stall_secs": round(stall, 2)}

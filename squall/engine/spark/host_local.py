@@ -1,10 +1,10 @@
 """Refusing host-local resources on a Spark cluster, at submit.
 
 On `local[...]` every task runs on the driver's host, so a SQLite file, a dead-letter file or a
-temp checkpoint directory is one place. Spouts run on the driver, so what they hold (Trident's
-batch metadata in a SQLite file, say) stays on one host: the caller passes bolts only. On a cluster each would silently become one file per host
+temp checkpoint directory is one place. On a cluster each would silently become one file per host
 (whichever ran the task), or a directory other hosts cannot read. So when the master is not
-`local[...]`, submit refuses:
+`local[...]`, submit refuses (spouts run on the driver, so what they hold -- Trident's batch
+metadata in a SQLite file, say -- stays on one host: the caller passes bolts only):
 
 - any bolt, or object a bolt holds (a Trident state factory, a stateful bolt's provider), whose
   class says `HOST_LOCAL = True` (duck-typed: SQLite state; `squall.state`
