@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.request
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "10.213"
@@ -103,7 +103,6 @@ class Worker:
     proc: subprocess.Popen | None = None
     pgid: int | None = None
     log: Path | None = None
-    killed_pids: list[int] = field(default_factory=list)
 
 
 class NetnsCluster:
@@ -256,7 +255,6 @@ class NetnsCluster:
                 w.proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-        w.killed_pids = pids
         return pids
 
     # -- teardown -------------------------------------------------------------------------
@@ -269,18 +267,7 @@ class NetnsCluster:
             _killpg(self.master.pid, signal.SIGTERM)
         time.sleep(0.5)
         for w in self.workers:
-            if w.pgid is not None:
-                _killpg(w.pgid, signal.SIGKILL)
-            for pid in self.ns_pids(w):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if w.proc is not None:
-                try:
-                    w.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    pass
+            self.kill_worker(w)
         if self.master is not None:
             _killpg(self.master.pid, signal.SIGKILL)
             try:

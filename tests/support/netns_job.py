@@ -188,6 +188,7 @@ def rabbit_topology() -> Any:
 def run_rabbitmq(n: int, timeout: float, **cluster_kwargs: Any) -> dict[str, Any]:
     """examples/rabbitmq_wordcount.py over $SQUALL_EXAMPLE_QUEUE until `n` sentences are acked."""
     from squall import LocalCluster
+    from tests.support.spark_cluster_job import final_counts
 
     module = rabbit_topology()
     with LocalCluster(capture=True, **cluster_kwargs) as cluster:
@@ -199,10 +200,7 @@ def run_rabbitmq(n: int, timeout: float, **cluster_kwargs: Any) -> dict[str, Any
             time.sleep(0.05)
         cluster.wait_idle(timeout)
         coord = cluster.coordinator("rabbit")
-        final: dict[str, int] = {}
-        for rows in coord.captured.get("count", {}).get("default", {}).values():
-            for word, c in rows:
-                final[word] = max(final.get(word, 0), c)
+        final, _ = final_counts(coord)
         spout = cluster.get_topology_stats("rabbit")["sentences"]
         return {"counts": dict(sorted(final.items())), "spout_acked": spout["acked"],
                 "spout_failed": spout["failed"], "errors": [str(e) for e in coord.errors],
@@ -217,7 +215,7 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     """An unbounded word count printing {"wave": n, "t": ...} as waves complete; on "release"
     (stdin) the spout stops after `tail` more sentences and the run finishes."""
     from squall import Config, LocalCluster
-    from tests.support.spark_cluster_job import TOPOLOGY
+    from tests.support.spark_cluster_job import TOPOLOGY, final_counts
 
     module = load(EXAMPLES / "wordcount.py")
     conf = dict(module.CONF)
@@ -256,12 +254,7 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
                 raise TimeoutError(f"the Trident run did not commit everything in {args.timeout}s")
             time.sleep(0.05)
         cluster.wait_idle(args.timeout)
-        final: dict[str, int] = {}
-        count_emits = 0
-        for rows in coord.captured.get("count", {}).get("default", {}).values():
-            count_emits += len(rows)
-            for word, n in rows:
-                final[word] = max(final.get(word, 0), n)
+        final, count_emits = final_counts(coord)
         stats = cluster.get_topology_stats(TOPOLOGY)["sentences"]
         return {"failed_tasks": failed_tasks(spark.sparkContext), "counts": dict(sorted(final.items())),
                 "trident_counts": trident_counts(args.data, tri) if tri is not None else None,

@@ -93,15 +93,15 @@ class _Lines:
             return json.loads(line)
 
 
-def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4,
-                message_timeout: int = 30) -> dict[str, Any]:
+def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4, message_timeout: int = 30,
+                wave_tuples: int = 1000) -> dict[str, Any]:
     """Runs the unbounded word count on every worker's core, SIGKILLs the first live worker host
     once `kill_after_waves` waves completed (work done, not time), starts a new host, waits until
     its executor has run tasks, then ends the stream. The job's result plus what happened.
     `opts`: more job options (--data, --dsn, --table: a Trident word count alongside)."""
     victim = next(w for w in cluster.workers if w.proc is not None and w.proc.poll() is None)
     err = cluster.tmp / "job-loss.stderr"
-    cmd = job_command(cluster, "wordcount-loss", "--wave-tuples", "150", "--tail", "300", "--parallelism",
+    cmd = job_command(cluster, "wordcount-loss", "--wave-tuples", str(wave_tuples), "--tail", "300", "--parallelism",
                       str(len(cluster.workers)), "--message-timeout", str(message_timeout), *opts)
     with open(err, "wb") as f:
         job = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=f, stdin=subprocess.PIPE,

@@ -47,6 +47,18 @@ def expected_counts(module: ModuleType, limit: int) -> dict[str, int]:
     return dict(Counter(w for _ in range(limit) for w in spout._sentence().split()))
 
 
+def final_counts(coord: Any, component: str = "count") -> tuple[dict[str, int], int]:
+    """The final count per word (the highest count `component`'s tasks emitted for it: each word
+    goes to one task, which counts up by one per tuple) and how many counts were emitted."""
+    final: dict[str, int] = {}
+    emits = 0
+    for rows in coord.captured.get(component, {}).get("default", {}).values():
+        emits += len(rows)
+        for word, n in rows:
+            final[word] = max(final.get(word, 0), n)
+    return final, emits
+
+
 def run_wordcount(module: ModuleType, limit: int, parallelism: int = 2, timeout_secs: float = 90,
                   wave_tuples: int | None = None, extra_conf: dict | None = None,
                   **cluster_kwargs: Any) -> dict[str, Any]:
@@ -65,12 +77,7 @@ def run_wordcount(module: ModuleType, limit: int, parallelism: int = 2, timeout_
         cluster.wait_idle(timeout_secs)
         coord = cluster.coordinator(TOPOLOGY)
         stats = cluster.get_topology_stats(TOPOLOGY)
-        final: dict[str, int] = {}
-        count_emits = 0
-        for rows in coord.captured.get("count", {}).get("default", {}).values():
-            count_emits += len(rows)
-            for word, n in rows:
-                final[word] = max(final.get(word, 0), n)
+        final, count_emits = final_counts(coord)
         split_emits = sum(len(r) for r in coord.captured.get("split", {}).get("default", {}).values())
         spout = stats["sentences"]
         return {
