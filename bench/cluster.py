@@ -78,7 +78,9 @@ def main() -> int:
     out["worker_loss"] = {"stall_secs": loss["stall_secs"], "stall_goal_secs": 2 * MESSAGE_TIMEOUT,
                           "killed_at_wave": loss["killed_at_wave"], "replayed": loss["replayed"],
                           "spout_failed": loss["spout_failed"], "lost_waves": loss["lost_waves"],
-                          "spark_tasks_rerun": loss["failed_tasks"], "new_worker_tasks": loss["new_worker_tasks"],
+                          "spark_tasks_rerun": loss["failed_tasks"],
+                          "victim_tasks_at_kill": loss["victim_tasks_at_kill"],
+                          "new_worker_tasks": loss["new_worker_tasks"],
                           "sentences": loss["limit"], "all_acked": loss["spout_acked"] == loss["limit"]}
     out["counts_ok"] = bool(ok)
     print(json.dumps(out))

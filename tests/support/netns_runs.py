@@ -66,6 +66,20 @@ def executors_rest(cluster: NetnsCluster) -> list[dict]:
         return json.load(r)
 
 
+def _wait_busy(cluster: NetnsCluster, ip: str, deadline: float) -> int:
+    """Polls the driver until the executor on `ip` is running a task (its count), or 0 at the deadline."""
+    while time.monotonic() < deadline:
+        try:
+            active = sum(e.get("activeTasks", 0) for e in executors_rest(cluster)
+                         if e.get("hostPort", "").startswith(ip + ":"))
+        except (OSError, ValueError, IndexError, KeyError):
+            active = 0
+        if active:
+            return active
+        time.sleep(0.005)
+    return 0
+
+
 class _Lines:
     """The job's stdout, one JSON object per line, read on a thread."""
 
@@ -96,7 +110,8 @@ class _Lines:
 def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4, message_timeout: int = 30,
                 wave_tuples: int = 1000) -> dict[str, Any]:
     """Runs the unbounded word count on every worker's core, SIGKILLs the first live worker host
-    once `kill_after_waves` waves completed (work done, not time), starts a new host, waits until
+    once `kill_after_waves` waves completed (work done, not time) and the driver shows a task
+    running on it (so a task dies with it), starts a new host, waits until
     its executor has run tasks, then ends the stream. The job's result plus what happened.
     `opts`: more job options (--data, --dsn, --table: a Trident word count alongside)."""
     victim = next(w for w in cluster.workers if w.proc is not None and w.proc.poll() is None)
@@ -112,6 +127,7 @@ def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4, me
         wave = lines.next(deadline)
         while wave["wave"] < kill_after_waves:
             wave = lines.next(deadline)
+        busy = _wait_busy(cluster, victim.ip, deadline=time.monotonic() + 10)  # mid-task, when it can be seen
         killed_at_wave, t_kill, trident_running = wave["wave"], time.time(), wave.get("trident_running")
         killed = cluster.kill_worker(victim)
         joined = cluster.add_worker()  # a host joining later: a new namespace, a new worker
@@ -137,4 +153,4 @@ def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4, me
     stall = next(x["t"] for x in after if x["t"] > t_kill) - t_kill
     return {**line, "killed_at_wave": killed_at_wave, "killed_pids": killed, "victim_ip": victim.ip,
             "joined_ip": joined.ip, "new_worker_tasks": new_tasks,
-            "trident_running_at_kill": trident_running, "stall_secs": round(stall, 2)}
+            "trident_running_at_kill": trident_running, "victim_tasks_at_kill": busy, "stall_secs": round(stall, 2)}
