@@ -136,8 +136,9 @@ def test_wordcount_matches_local_engine_from_a_clean_worker_python(netns, on_clu
     assert {p["ip"] for p in results["probe"]} <= worker_ips
     for p in results["probe"]:
         assert p["python"] == netns.worker_python and p["squall"].startswith("./squall.zip/"), p
-    assert subprocess.run([netns.worker_python, "-c", "import squall"], capture_output=True, cwd="/").returncode, \
-        "the worker venv must not have squall"
+    clean_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the Spark session sets one here
+    assert subprocess.run([netns.worker_python, "-c", "import squall"], capture_output=True, cwd="/",
+                          env=clean_env).returncode, "the worker venv must not have squall"
     # Host-local state is refused at submit, naming the bolt and the shared alternatives.
     assert r["refused"].startswith(f"refusing to submit to the Spark cluster {netns.master_url}"), r["refused"]
     assert "words-state0.spec.factory (SQLiteStateFactory" in r["refused"] and "PostgreSQL or Redis" in r["refused"]
