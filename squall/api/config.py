@@ -29,6 +29,10 @@ class Config(dict):
     SQUALL_GC_TUNE = "squall.gc.tune"
     SQUALL_SPARK_UI = "squall.spark.ui"
     SQUALL_SPARK_LOG_LEVEL = "squall.spark.log.level"
+    # Spark's checkpoint directory (default: a temp dir, only on local[...] masters; on a cluster
+    # it must be shared: hdfs://, s3a://, or under squall.shared.paths)
+    SQUALL_CHECKPOINT_DIR = "squall.checkpoint.dir"
+    SQUALL_SHARED_PATHS = "squall.shared.paths"  # mount points every cluster host sees (list or "a,b")
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,

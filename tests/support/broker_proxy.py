@@ -8,23 +8,27 @@ import threading
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to a broker; `drop()` cuts every open connection (as a network
-    failure would); new connections are accepted as before."""
+    """Forwards <bind>:<port> (127.0.0.1 unless told) to a broker; `drop()` cuts every open
+    connection (as a network failure would); new connections are accepted as before. The
+    multi-host cluster tests bind it to their bridge address, so workers in other network
+    namespaces reach a service that listens on the root namespace's loopback."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, bind: str = "127.0.0.1"):
         self.target = (host, port)
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server((bind, 0))
         self.port = self.server.getsockname()[1]
         self.lock = threading.Lock()
         self.socks: list[socket.socket] = []
         self.closed = False
         self.drops = 0
+        self.peers: list[str] = []  # the address of every client accepted, in order
         threading.Thread(target=self._accept, daemon=True, name="tcp-proxy").start()
 
     def _accept(self) -> None:
         while not self.closed:
             try:
-                client, _ = self.server.accept()
+                client, peer = self.server.accept()
+                self.peers.append(peer[0])
             except OSError:
                 return
             try:

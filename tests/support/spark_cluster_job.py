@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -45,27 +47,37 @@ def expected_counts(module: ModuleType, limit: int) -> dict[str, int]:
     return dict(Counter(w for _ in range(limit) for w in spout._sentence().split()))
 
 
+def final_counts(coord: Any, component: str = "count") -> tuple[dict[str, int], int]:
+    """The final count per word (the highest count `component`'s tasks emitted for it: each word
+    goes to one task, which counts up by one per tuple) and how many counts were emitted."""
+    final: dict[str, int] = {}
+    emits = 0
+    for rows in coord.captured.get(component, {}).get("default", {}).values():
+        emits += len(rows)
+        for word, n in rows:
+            final[word] = max(final.get(word, 0), n)
+    return final, emits
+
+
 def run_wordcount(module: ModuleType, limit: int, parallelism: int = 2, timeout_secs: float = 90,
-                  wave_tuples: int | None = None, **cluster_kwargs: Any) -> dict[str, Any]:
+                  wave_tuples: int | None = None, extra_conf: dict | None = None,
+                  **cluster_kwargs: Any) -> dict[str, Any]:
     """Runs the bounded word count until idle; the final count per word is the highest count a
     WordCount task emitted for it (each word goes to one task, which counts up by one per tuple).
-    `wave_tuples`: at most this many sentences per wave (squall.wave.max.tuples)."""
+    `wave_tuples`: at most this many sentences per wave (squall.wave.max.tuples); `extra_conf`:
+    more topology settings (a cluster's shared checkpoint directory, ...)."""
     from squall import Config, LocalCluster
 
     conf = dict(module.CONF)
     if wave_tuples:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = wave_tuples
+    conf.update(extra_conf or {})
     with LocalCluster(capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology(TOPOLOGY, conf, module.build_topology(parallelism, limit=limit))
         cluster.wait_idle(timeout_secs)
         coord = cluster.coordinator(TOPOLOGY)
         stats = cluster.get_topology_stats(TOPOLOGY)
-        final: dict[str, int] = {}
-        count_emits = 0
-        for rows in coord.captured.get("count", {}).get("default", {}).values():
-            count_emits += len(rows)
-            for word, n in rows:
-                final[word] = max(final.get(word, 0), n)
+        final, count_emits = final_counts(coord)
         split_emits = sum(len(r) for r in coord.captured.get("split", {}).get("default", {}).values())
         spout = stats["sentences"]
         return {
@@ -101,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     sc = spark.sparkContext
     try:
         module = load_example()
+        # One host, so any directory is shared by every "host" of this cluster.
+        shared = tempfile.mkdtemp(prefix="squall-shared-")
+        conf = {"squall.shared.paths": [shared], "squall.checkpoint.dir": os.path.join(shared, "checkpoints"),
+                "squall.dead.letter.path": os.path.join(shared, "dead-letters.jsonl")}
         result = run_wordcount(module, args.limit, args.parallelism, args.timeout, args.wave_tuples,
-                               engine="spark", spark=spark)
+                               extra_conf=conf, engine="spark", spark=spark)
         # Executors as the driver sees them (the driver's own entry included).
         infos = sc._jsc.sc().statusTracker().getExecutorInfos()
         result.update({

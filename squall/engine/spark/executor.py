@@ -27,6 +27,7 @@ from squall.api.config import Config
 from squall.api.topology import StormTopology
 from squall.engine.sealing import dumps
 from squall.engine.spark import worker
+from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
@@ -65,6 +66,11 @@ class SparkExecutor:
         else:
             self.spark = spark
         self.sc = self.spark.sparkContext
+        # Bolts only: spouts (and Trident's batch metadata they keep) run on the driver, one host.
+        check_cluster_resources(self.sc.master, conf,
+                                {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
+        if conf.get(Config.SQUALL_CHECKPOINT_DIR):
+            self.sc.setCheckpointDir(str(conf[Config.SQUALL_CHECKPOINT_DIR]))
         self.topology = topology
         depth = max((topology.levels[c] for c in topology.bolts_in_order), default=0)
         levels = tuple(tuple((c, i) for c in topology.bolts_in_order if topology.levels[c] == lv

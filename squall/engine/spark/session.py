@@ -86,6 +86,8 @@ def get_or_create_session(master: str | None = None, app_name: str = "squall", u
     spark = builder.getOrCreate()
     sc = spark.sparkContext
     sc.setLogLevel(level or (FILE_LEVEL if spark_log_path() else CONSOLE_LEVEL))
-    if not sc.getCheckpointDir():
+    if not sc.getCheckpointDir() and sc.master.startswith("local"):
+        # One host: a temp dir will do. On a cluster the topology's squall.checkpoint.dir (shared) is
+        # set at submit (squall.engine.spark.host_local refuses a cluster submit without it).
         sc.setCheckpointDir(tempfile.mkdtemp(prefix="squall-checkpoints-"))
     return spark

@@ -169,6 +169,8 @@ class SQLiteMetaStore(MetaStoreBase):
 class SQLiteStateFactory(BackingMapStateFactory):
     """Picklable configuration of SQLite map states (the path is made absolute)."""
 
+    HOST_LOCAL = True  # a file on the disk of whichever host runs the state task (engine.spark.host_local)
+
     path: str
     kind: str = "opaque"
     table: str = "squall_state"

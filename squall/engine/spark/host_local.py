@@ -1,0 +1,112 @@
+"""Refusing host-local resources on a Spark cluster, at submit.
+
+On `local[...]` every task runs on the driver's host, so a SQLite file, a dead-letter file or a
+temp checkpoint directory is one place. On a cluster each would silently become one file per host
+(whichever ran the task), or a directory other hosts cannot read. So when the master is not
+`local[...]`, submit refuses (spouts run on the driver, so what they hold -- Trident's batch
+metadata in a SQLite file, say -- stays on one host: the caller passes bolts only):
+
+- any bolt, or object a bolt holds (a Trident state factory, a stateful bolt's provider), whose
+  class says `HOST_LOCAL = True` (duck-typed: SQLite state; `squall.state`
+  providers declare it too), unless its `path` is under a declared shared path;
+- the JSON-lines dead-letter file (`squall.dead.letter.path`) outside a shared path;
+- no `squall.checkpoint.dir`, or one on a local disk.
+
+A path is shared when it is a URI of a distributed filesystem (hdfs://, s3a://, ...) or is under
+one of `squall.shared.paths` (a list, or a comma-separated string, of mount points every host
+sees: NFS and the like). Trident's MemoryMapState is allowed: on Spark its dict lives in the
+driver (squall.trident.service), one copy whatever host runs the task.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+SHARED_PATHS = "squall.shared.paths"
+CHECKPOINT_DIR = "squall.checkpoint.dir"
+DEAD_LETTER_PATH = "squall.dead.letter.path"
+DEAD_LETTER_SINK = "squall.dead.letter.sink"
+
+ALTERNATIVES = ("use PostgreSQL or Redis state (PostgresMapState, RedisMapState), or put the file on storage "
+                f"every host sees and declare it in {SHARED_PATHS!r} (e.g. ['/mnt/shared'])")
+
+
+class HostLocalResourceError(ValueError):
+    """A topology would write host-local files on a Spark cluster."""
+
+
+def is_local_master(master: str) -> bool:
+    return master.startswith("local")
+
+
+def shared_paths(conf: dict) -> list[str]:
+    raw = conf.get(SHARED_PATHS) or []
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    return [os.path.abspath(p.strip()) for p in items if str(p).strip()]
+
+
+def is_shared(path: str, conf: dict) -> bool:
+    """A distributed filesystem's URI, or a path under one of `squall.shared.paths`."""
+    if "://" in path and not path.startswith("file:"):
+        return True
+    p = os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
+    return any(p == s or p.startswith(s.rstrip(os.sep) + os.sep) for s in shared_paths(conf))
+
+
+def _held(obj: Any, depth: int, seen: set[int]) -> Iterator[tuple[str, Any]]:
+    """(attribute path, object) for `obj` and what it holds, a few levels deep."""
+    if id(obj) in seen or depth < 0 or isinstance(obj, (str, bytes, int, float, bool, type(None))):
+        return
+    seen.add(id(obj))
+    yield "", obj
+    if isinstance(obj, dict):
+        children = [(f"[{k!r}]", v) for k, v in obj.items()]
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        children = [(f"[{i}]", v) for i, v in enumerate(obj)]
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        children = [(f".{k}", v) for k, v in attrs.items()] if isinstance(attrs, dict) else []
+    for name, child in children:
+        for sub, o in _held(child, depth - 1, seen):
+            yield name + sub, o
+
+
+def host_local_objects(components: dict[str, Any], conf: dict, depth: int = 4) -> list[str]:
+    """'component.attr (Class)' for every held object declaring HOST_LOCAL = True, not on a shared path."""
+    found = []
+    for cid, comp in components.items():
+        for where, obj in _held(comp, depth, set()):
+            if getattr(type(obj), "HOST_LOCAL", False) is True:
+                path = getattr(obj, "path", None)
+                if isinstance(path, str) and is_shared(path, conf):
+                    continue
+                found.append(f"{cid}{where} ({type(obj).__name__}{f', path {path!r}' if path else ''})")
+    return found
+
+
+def check_cluster_resources(master: str, conf: dict, components: dict[str, Any]) -> None:
+    """Raises HostLocalResourceError listing every host-local resource when `master` is a cluster."""
+    if is_local_master(master):
+        return
+    problems = []
+    objs = host_local_objects(components, conf)
+    if objs:
+        problems.append("host-local state (one file or memory per host, never the same data): "
+                        + "; ".join(objs) + f". Instead {ALTERNATIVES}.")
+    if conf.get(DEAD_LETTER_SINK) is None:
+        path = str(conf.get(DEAD_LETTER_PATH) or "squall-dead-letters.jsonl")
+        if not is_shared(path, conf):
+            problems.append(f"the dead-letter file {DEAD_LETTER_PATH}={path!r} is on one host's disk: set "
+                            f"{DEAD_LETTER_SINK!r} to an object with write(record) (a broker, a database), or put "
+                            f"{DEAD_LETTER_PATH!r} under a path declared in {SHARED_PATHS!r}.")
+    ckpt = conf.get(CHECKPOINT_DIR)
+    if not ckpt:
+        problems.append(f"no {CHECKPOINT_DIR!r}: on a cluster Spark's checkpoints must be readable by every host; "
+                        f"set it to hdfs://..., s3a://... or a directory under {SHARED_PATHS!r}.")
+    elif not is_shared(str(ckpt), conf):
+        problems.append(f"{CHECKPOINT_DIR}={ckpt!r} is on a local disk other hosts cannot read: use hdfs://, "
+                        f"s3a://... or declare its mount in {SHARED_PATHS!r}.")
+    if problems:
+        raise HostLocalResourceError(f"refusing to submit to the Spark cluster {master}:\n- " + "\n- ".join(problems))

@@ -1,0 +1,331 @@
+"""The driver side of the multi-host cluster tests (tests/engines/test_netns_cluster.py): one job
+per run, in its own process (the test process already holds the `local` SparkContext), in the
+root namespace, with spark.driver.host on the harness's bridge address. It prints JSON lines on
+stdout; the last one is the result.
+
+Shipping, as a user would: the executors' Python is a clean venv without squall
+(spark.pyspark.python), squall goes as a zip with `addPyFile` (what `--py-files` does), the
+topology's own modules too; the topology file itself is pickled by value, as `squall run` does.
+
+    python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
+
+SCENARIO: wordcount, trident-pg, rabbitmq, all (those three in one application), or wordcount-loss
+(progress lines per wave; reads "release" on stdin, then finishes the stream with `--tail` more
+sentences).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+EXAMPLES = ROOT / "examples"
+CLUSTER_CONF: dict[str, Any] = {}  # the shared paths of this cluster (main sets it from --shared)
+
+
+def session(args: argparse.Namespace) -> Any:
+    from squall.engine.spark.session import get_or_create_session
+    from squall.engine.spark.ship import squall_zip
+
+    os.environ["PYSPARK_PYTHON"] = args.worker_python
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = get_or_create_session(args.master, app_name=f"squall-netns-{args.scenario}", ui=True, extra_conf={
+        "spark.driver.host": args.driver_host,
+        "spark.driver.bindAddress": args.driver_host,
+        "spark.ui.port": str(args.ui_port),
+        "spark.pyspark.python": args.worker_python,
+        "spark.executorEnv.PYSPARK_PYTHON": args.worker_python,
+        "spark.executorEnv.PYTHONPATH": "",  # nothing of the driver's checkout (the disk is shared)
+        "spark.executor.memory": "768m",
+        "spark.task.maxFailures": "4",
+    })
+    sc = spark.sparkContext
+    sc.addPyFile(squall_zip())
+    sc.addPyFile(str(EXAMPLES / "wordcount.py"))  # rabbitmq_wordcount imports its bolts by name
+    return spark
+
+
+def where_python_runs(sc: Any, n: int = 6) -> list[dict[str, Any]]:
+    """Which interpreter the executors' Python workers run and where they import squall from."""
+    def probe(_: Any) -> list[dict[str, Any]]:
+        import importlib.util as u
+        import socket
+        import sys as s
+
+        spec = u.find_spec("squall")
+        s2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s2.connect(("10.213.0.1", 9))  # no packet is sent: only asks which local address routes there
+        ip = s2.getsockname()[0]
+        s2.close()
+        return [{"python": s.executable, "squall": spec.origin if spec else None, "ip": ip}]
+    return sc.parallelize(range(n), n).mapPartitions(probe).collect()
+
+
+def failed_tasks(sc: Any) -> int:
+    """Tasks Spark re-ran after a failure (an executor lost mid-task), from the driver's REST API."""
+    import urllib.request
+
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return sum(s.get("numFailedTasks", 0) for s in json.load(r))
+
+
+def executors(sc: Any) -> list[str]:
+    infos = sc._jsc.sc().statusTracker().getExecutorInfos()
+    return sorted(f"{i.host()}:{i.port()}" for i in infos)
+
+
+def load(path: Path) -> Any:
+    from pyspark import cloudpickle
+
+    from squall.cli import load_topology_module
+
+    module = load_topology_module(str(path))
+    try:
+        cloudpickle.register_pickle_by_value(module)
+    except ValueError:
+        pass
+    return module
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+def refused(spark: Any) -> str:
+    """What submitting a Trident topology with SQLite state to this cluster says (it must refuse)."""
+    from squall import LocalCluster
+    from squall.engine.spark.host_local import HostLocalResourceError
+    from squall.trident import Count, FixedBatchSpout, SQLiteMapState, TridentTopology
+
+    t = TridentTopology()
+    (t.new_stream("words", FixedBatchSpout(["word"], 2, ["a"], ["b"])).group_by(["word"])  # refused at submit
+     .persistent_aggregate(SQLiteMapState.factory("counts.db", "transactional"), Count(), ["count"]))
+    with LocalCluster(engine="spark", spark=spark) as cluster:
+        try:
+            cluster.submit_topology("refused", dict(CLUSTER_CONF), t.build())
+        except HostLocalResourceError as e:
+            return str(e)
+    return "(accepted)"
+
+
+def wordcount(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    from tests.support.spark_cluster_job import run_wordcount
+
+    t0 = time.perf_counter()
+    counts = run_wordcount(load(EXAMPLES / "wordcount.py"), args.limit, 2, args.timeout, args.wave_tuples,
+                           extra_conf=CLUSTER_CONF, engine="spark", spark=spark)
+    run_secs = time.perf_counter() - t0  # submit to idle: what bench/cluster.py divides by
+    return {"refused": None if spark.sparkContext.master.startswith("local") else refused(spark),
+            "run_secs": round(run_secs, 3), **counts}
+
+
+def _split_class() -> Any:
+    from squall.trident import BaseFunction
+
+    class Split(BaseFunction):  # defined here: pickled by value, as the topology file's own code
+        def execute(self, t: Any, collector: Any) -> None:
+            for w in str(t[0] or "").split():
+                collector.emit([w])
+
+    return Split
+
+
+def trident_topology(data: str, dsn: str, table: str) -> Any:
+    from squall.trident import Count, JsonLinesFileSpout, PostgresMapState, TridentTopology
+
+    t = TridentTopology()
+    state = (t.new_stream("words", JsonLinesFileSpout(data, ["sentence"], batch_size=200))
+             .each(["sentence"], _split_class()(), ["word"]).parallelism_hint(2)
+             .group_by(["word"])
+             .persistent_aggregate(PostgresMapState.factory(dsn, "transactional", table=table), Count(), ["count"])
+             .parallelism_hint(2))
+    return t.build(), state
+
+
+def run_trident(data: str, dsn: str, table: str, timeout: float, **cluster_kwargs: Any) -> dict[str, Any]:
+    """The Trident word count from `data` into PostgreSQL `table` until every file is committed."""
+    from squall import Config, LocalCluster
+
+    topology, state = trident_topology(data, dsn, table)
+    with LocalCluster(**cluster_kwargs) as cluster:
+        cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **CLUSTER_CONF}, topology)
+        spout = cluster.spout_instances("tri")[0]
+        deadline = time.monotonic() + timeout
+        while not spout.idle:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Trident run did not commit everything in {timeout}s")
+            if cluster.get_crash("tri"):
+                raise cluster.get_crash("tri")
+            time.sleep(0.05)
+        lost = cluster.coordinator("tri").lost_waves
+    return {"table": table, "lost_waves": lost, "counts": trident_counts(data, state)}
+
+
+def trident_counts(data: str, state: Any) -> dict[str, Any]:
+    """The count the state holds for every word of the corpus in `data`."""
+    words = sorted({w for f in sorted(Path(data).iterdir()) for line in f.read_text().splitlines()
+                    for w in json.loads(line)["sentence"].split()})
+    return dict(zip(words, state.multi_get([[w] for w in words])))
+
+
+def trident_pg(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    return run_trident(args.data, args.dsn, args.table, args.timeout, engine="spark", spark=spark)
+
+
+def rabbit_topology() -> Any:
+    return load(EXAMPLES / "rabbitmq_wordcount.py")
+
+
+def run_rabbitmq(n: int, timeout: float, **cluster_kwargs: Any) -> dict[str, Any]:
+    """examples/rabbitmq_wordcount.py over $SQUALL_EXAMPLE_QUEUE until `n` sentences are acked."""
+    from squall import LocalCluster
+    from tests.support.spark_cluster_job import final_counts
+
+    module = rabbit_topology()
+    with LocalCluster(capture=True, **cluster_kwargs) as cluster:
+        cluster.submit_topology("rabbit", {**module.CONF, **CLUSTER_CONF}, module.build_topology(2))
+        deadline = time.monotonic() + timeout
+        while cluster.get_topology_stats("rabbit")["sentences"]["acked"] < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {cluster.get_topology_stats('rabbit')['sentences']} in {timeout}s")
+            time.sleep(0.05)
+        cluster.wait_idle(timeout)
+        coord = cluster.coordinator("rabbit")
+        final, _ = final_counts(coord)
+        spout = cluster.get_topology_stats("rabbit")["sentences"]
+        return {"counts": dict(sorted(final.items())), "spout_acked": spout["acked"],
+                "spout_failed": spout["failed"], "errors": [str(e) for e in coord.errors],
+                "lost_waves": coord.lost_waves}
+
+
+def rabbitmq(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    return run_rabbitmq(args.limit, args.timeout, engine="spark", spark=spark)
+
+
+def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """An unbounded word count printing {"wave": n, "t": ...} as waves complete; on "release"
+    (stdin) the spout stops after `tail` more sentences and the run finishes."""
+    from squall import Config, LocalCluster
+    from tests.support.spark_cluster_job import TOPOLOGY, final_counts
+
+    module = load(EXAMPLES / "wordcount.py")
+    conf = dict(module.CONF)
+    conf[Config.SQUALL_WAVE_MAX_TUPLES] = args.wave_tuples
+    conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = args.message_timeout
+    conf.update(CLUSTER_CONF)
+    released = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), released.set()), daemon=True).start()
+    with LocalCluster(capture=True, engine="spark", spark=spark) as cluster:
+        tri = None
+        if args.dsn:  # a Trident word count into PostgreSQL alongside, through the same loss
+            tri_topology, tri = trident_topology(args.data, args.dsn, args.table)
+            cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **CLUSTER_CONF}, tri_topology)
+        cluster.submit_topology(TOPOLOGY, conf, module.build_topology(args.parallelism, limit=None))
+        coord = cluster.coordinator(TOPOLOGY)
+        spout = cluster.spout_instances(TOPOLOGY)[0]
+        seen, deadline = 0, time.monotonic() + args.timeout
+        while True:
+            done = coord.waves_done
+            if done != seen:
+                seen = done
+                tri_busy = tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri"))
+                print(json.dumps({"wave": done, "t": time.time(), "acked": spout.acked,
+                                  "lost_waves": coord.lost_waves, "trident_running": tri_busy}), flush=True)
+            if released.is_set() and spout.limit is None:
+                spout.limit = spout.emitted + args.tail
+            if spout.limit is not None and spout.emitted >= spout.limit and not spout.pending and not spout.replay:
+                break
+            if cluster.get_crash(TOPOLOGY):
+                raise cluster.get_crash(TOPOLOGY)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the loss run did not finish in {args.timeout}s (released: {released.is_set()})")
+            time.sleep(0.01)
+        while tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri")):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Trident run did not commit everything in {args.timeout}s")
+            time.sleep(0.05)
+        cluster.wait_idle(args.timeout)
+        final, count_emits = final_counts(coord)
+        stats = cluster.get_topology_stats(TOPOLOGY)["sentences"]
+        return {"failed_tasks": failed_tasks(spark.sparkContext), "counts": dict(sorted(final.items())),
+                "trident_counts": trident_counts(args.data, tri) if tri is not None else None,
+                "trident_lost_waves": cluster.coordinator("tri").lost_waves if tri is not None else None,
+                "count_emits": count_emits, "limit": spout.emitted,
+                "spout_acked": spout.acked, "spout_failed": spout.failed, "replayed": spout.replayed,
+                "given_up": spout.given_up, "stats_acked": stats["acked"], "pending": coord.pending_count,
+                "lost_waves": coord.lost_waves, "waves": coord.waves_done,
+                "errors": [str(e) for e in coord.errors]}
+
+
+def all_scenarios(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """wordcount, then trident-pg (with --dsn) and rabbitmq (with --rabbit-limit) in one application:
+    one driver and one set of executors to start. Each scenario's result, or its error."""
+    import traceback
+
+    out: dict[str, Any] = {}
+    plan = [("wordcount", wordcount, args)]
+    if args.dsn:
+        plan.append(("trident-pg", trident_pg, args))
+    if args.rabbit_limit:
+        plan.append(("rabbitmq", rabbitmq, argparse.Namespace(**{**vars(args), "limit": args.rabbit_limit})))
+    for name, fn, a in plan:
+        try:
+            out[name] = fn(a, spark)
+        except Exception:  # noqa: BLE001 - reported to the test, which fails on it
+            out[name] = {"error": traceback.format_exc()}
+    return out
+
+
+SCENARIOS = {"wordcount": wordcount, "trident-pg": trident_pg, "rabbitmq": rabbitmq, "wordcount-loss": wordcount_loss,
+             "all": all_scenarios}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("master")
+    p.add_argument("driver_host")
+    p.add_argument("worker_python")
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--ui-port", type=int, default=4040)
+    p.add_argument("--limit", type=int, default=2000)
+    p.add_argument("--wave-tuples", type=int, default=400)
+    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--message-timeout", type=int, default=30)
+    p.add_argument("--tail", type=int, default=600)
+    p.add_argument("--data", default="")
+    p.add_argument("--dsn", default="")
+    p.add_argument("--table", default="")
+    p.add_argument("--rabbit-limit", type=int, default=0, help="'all': sentences on $SQUALL_EXAMPLE_QUEUE (0: skip)")
+    p.add_argument("--shared", required=True, help="a directory every host sees (here: the same disk)")
+    args = p.parse_args(argv)
+    CLUSTER_CONF.update({"squall.shared.paths": [args.shared],
+                         "squall.checkpoint.dir": os.path.join(args.shared, "checkpoints"),
+                         "squall.dead.letter.path": os.path.join(args.shared, "dead-letters.jsonl")})
+
+    t0 = time.monotonic()
+    spark = session(args)
+    sc = spark.sparkContext
+    try:
+        probe = where_python_runs(sc)
+        result = SCENARIOS[args.scenario](args, spark)
+        result.update({"master": sc.master, "app_id": sc.applicationId, "executors": executors(sc),
+                       "probe": probe, "secs": round(time.monotonic() - t0, 1)})
+    finally:
+        spark.stop()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    assert importlib.util.find_spec("pyspark"), "run with the project's venv"
+    sys.exit(main())
