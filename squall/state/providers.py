@@ -33,6 +33,10 @@ class StateProvider:
         raise NotImplementedError
 
     def commit(self, namespace: str, txid: int, changes: Changes) -> None:
+        """Apply ``changes`` and set the txid, atomically; a ``txid`` not above the stored one
+        changes nothing (only drops what was prepared). That is an old checkpoint run again:
+        Spark recomputing a lost task from its lineage re-runs its past waves, and writing their
+        older values would move the committed state back."""
         raise NotImplementedError
 
     def rollback(self, namespace: str) -> None:
@@ -75,6 +79,9 @@ class MemoryProvider(StateProvider):
 
     def commit(self, namespace: str, txid: int, changes: Changes) -> None:
         with _MEMORY_LOCK:
+            if _MEMORY.get(namespace, ({}, 0))[1] >= txid:  # an old checkpoint run again: see StateProvider
+                self.prepared.pop(namespace, None)
+                return
             data = dict(_MEMORY.get(namespace, ({}, 0))[0])
             _apply(data, changes)
             _MEMORY[namespace] = (data, txid)
@@ -134,6 +141,11 @@ class SqlProvider(StateProvider):
         puts = [(namespace, k, v) for k, v in changes.items() if v is not None]
         dels = [(namespace, k) for k, v in changes.items() if v is None]
         with self._tx(c) as cur:
+            cur.execute(f"SELECT txid FROM squall_state_txid WHERE ns = {p}", (namespace,))
+            row = cur.fetchone()
+            if row is not None and int(row[0]) >= txid:  # an old checkpoint run again: see StateProvider
+                cur.execute(f"DELETE FROM squall_state_prepared WHERE ns = {p}", (namespace,))
+                return
             if puts:
                 cur.executemany(self._upsert("squall_state", "ns, k, v", "ns, k", "v = excluded.v"), puts)
             if dels:

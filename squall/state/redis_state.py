@@ -51,16 +51,20 @@ class RedisProvider(StateProvider):
 
     def commit(self, namespace: str, txid: int, changes: Changes) -> None:
         data_k, prep_k, txid_k = self._keys(namespace)
-        pipe = self._conn().pipeline(transaction=True)
         puts = {k: v for k, v in changes.items() if v is not None}
         dels = [k for k, v in changes.items() if v is None]
-        if puts:
-            pipe.hset(data_k, mapping=puts)
-        if dels:
-            pipe.hdel(data_k, *dels)
-        pipe.delete(prep_k)
-        pipe.set(txid_k, txid)
-        pipe.execute()
+        with self._conn().pipeline(transaction=True) as pipe:
+            pipe.watch(txid_k)  # the txid check and the writes are one transaction (EXEC fails if it moved)
+            stored = pipe.get(txid_k)
+            pipe.multi()
+            if stored is None or int(stored) < txid:  # else an old checkpoint run again: see StateProvider
+                if puts:
+                    pipe.hset(data_k, mapping=puts)
+                if dels:
+                    pipe.hdel(data_k, *dels)
+                pipe.set(txid_k, txid)
+            pipe.delete(prep_k)
+            pipe.execute()
 
     def rollback(self, namespace: str) -> None:
         self._conn().delete(self._keys(namespace)[1])

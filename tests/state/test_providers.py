@@ -94,6 +94,14 @@ def _prepare_commit_rollback(conf: dict, ns: str) -> None:
     s.commit(2)
     assert dict(_state(conf, ns).items()) == {("b", 2): [1, 2], "c": {"x": 1}}
     assert _state(conf, ns).txid == 2
+    # an old checkpoint run again (Spark recomputing a lost task from its lineage): no effect
+    old = KeyValueState(make_provider("count", conf), ns, "count")
+    old.loaded, old.txid = True, 0
+    old.put("c", "older")
+    old.prepare_commit(1)
+    old.commit(1)
+    after = _state(conf, ns)
+    assert dict(after.items()) == {("b", 2): [1, 2], "c": {"x": 1}} and after.txid == 2
 
 
 def test_providers_survive_pickling_without_their_connection(tmp_path):

@@ -145,8 +145,11 @@ class TransactionalMap(_MapBase):
         for key, e, (val, cached), updater in zip(keys, enc, curr, updaters):
             if val is None:
                 new = TransactionalValue(tx, apply_updater(updater, None))
-            elif tx is not None and val.txid == tx and not cached:
-                ret.append(val.val)  # this batch was applied before: a replay
+            elif tx is not None and val.txid >= tx and not cached:
+                # this batch was applied before: a replay (==), or a batch older than the stored
+                # one (>), which committed before it since txids commit in order: Spark
+                # recomputing a lost task from its lineage runs old batches' commits again
+                ret.append(val.val)
                 continue
             else:
                 new = TransactionalValue(tx, apply_updater(updater, val.val))
@@ -193,12 +196,18 @@ class OpaqueMap(_MapBase):
         enc = [encode_key(k) for k in keys]
         curr = self._cache.multi_get(keys, enc)
         tx = self._curr_tx
-        ret, new_vals = [], []
-        for (val, cached), updater in zip(curr, updaters):
+        ret, new_keys, new_enc, new_vals = [], [], [], []
+        for key, e, (val, cached), updater in zip(keys, enc, curr, updaters):
+            if val is not None and not cached and tx is not None and val.curr_txid > tx:
+                ret.append(val.curr)  # an older batch, committed before the stored one (see TransactionalMap)
+                continue
             new = apply_updater(updater, self._base(val, cached))
             ret.append(new)
+            new_keys.append(key)
+            new_enc.append(e)
             new_vals.append(OpaqueValue(tx, new) if val is None else val.update(tx, new))
-        self._cache.multi_put(keys, enc, new_vals)
+        if new_keys:
+            self._cache.multi_put(new_keys, new_enc, new_vals)
         return ret
 
     def multi_put(self, keys: list[list], vals: list) -> None:
