@@ -743,9 +743,13 @@ def test_sqlite_partitions_in_several_processes_share_one_file(tmp_path):
 def test_an_unstorable_value_names_its_key_and_what_to_do(store, kind):
     """A value JSON cannot hold (a set) fails the batch's commit with an error naming the key,
     and the batch can commit once the value is storable; nothing of the failed batch is kept."""
-    if store.name == "memory":
-        pytest.skip("the memory store keeps objects as they are: any value is storable")
     s = store.make(kind).make_state({}, 0, 1)
+    if store.name == "memory":  # it keeps objects as they are: any value is storable
+        s.begin_commit(1)
+        s.multi_update([["bad"]], [SetValue({"x"})])
+        s.commit(1)
+        assert s.multi_get([["bad"]]) == [{"x"}]
+        return
     s.begin_commit(1)
     with pytest.raises(TypeError, match=r'key \["bad"\].*return numbers, strings, lists or dicts'):
         s.multi_update([["ok"], ["bad"]], [add(1), SetValue({"x"})])
