@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from squall import Bolt, Config, LocalCluster, TopologyBuilder  # noqa: E402
+from squall import Config, LocalCluster, TopologyBuilder  # noqa: E402
 from squall.state.providers import SqliteProvider  # noqa: E402
 
 
@@ -46,36 +46,20 @@ def say(*a: Any) -> None:
     print(*a, file=sys.stderr, flush=True)
 
 
-def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("stateful_wordcount", ROOT / "examples" / "stateful_wordcount.py")
+def load_example(name: str = "stateful_wordcount") -> Any:
+    """An example file of examples/ loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-class PlainWordCount(Bolt):
-    """The stateful bolt's work without state: a dict, acked at once."""
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(["word", "count"])
-
-    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
-        self.collector = collector
-        self.counts: dict[str, int] = {}
-
-    def execute(self, tuple: Any) -> None:  # noqa: A002
-        word = tuple[0]
-        count = self.counts.get(word, 0) + 1
-        self.counts[word] = count
-        self.collector.emit([word, count], anchors=tuple)
-        self.collector.ack(tuple)
 
 
 def topology(example: Any, stateful: bool) -> Any:
     b = TopologyBuilder()
     b.set_spout("sentences", example.SentenceSpout(), parallelism=1)
     b.set_bolt("split", example.SplitSentence(), parallelism=2).shuffle_grouping("sentences")
-    bolt = example.StatefulWordCount() if stateful else PlainWordCount()
+    # without state: examples/wordcount.py's WordCount, counting in a dict and acking at once
+    bolt = example.StatefulWordCount() if stateful else load_example("wordcount").WordCount()
     b.set_bolt("count", bolt, parallelism=2).fields_grouping("split", ["word"])
     return b.create_topology()
 
