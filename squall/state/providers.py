@@ -79,13 +79,13 @@ class MemoryProvider(StateProvider):
 
     def commit(self, namespace: str, txid: int, changes: Changes) -> None:
         with _MEMORY_LOCK:
-            if _MEMORY.get(namespace, ({}, 0))[1] >= txid:  # an old checkpoint run again: see StateProvider
-                self.prepared.pop(namespace, None)
+            stored, stored_txid = _MEMORY.get(namespace, ({}, 0))
+            self.prepared.pop(namespace, None)
+            if stored_txid >= txid:  # an old checkpoint run again: see StateProvider
                 return
-            data = dict(_MEMORY.get(namespace, ({}, 0))[0])
+            data = dict(stored)
             _apply(data, changes)
             _MEMORY[namespace] = (data, txid)
-            self.prepared.pop(namespace, None)
 
     def rollback(self, namespace: str) -> None:
         self.prepared.pop(namespace, None)
@@ -121,9 +121,14 @@ class SqlProvider(StateProvider):
             cur.execute(f"DELETE FROM squall_state_prepared WHERE ns = {p}", (namespace,))
             cur.execute(f"SELECT k, v FROM squall_state WHERE ns = {p}", (namespace,))
             data = {bytes(k): bytes(v) for k, v in cur.fetchall()}
-            cur.execute(f"SELECT txid FROM squall_state_txid WHERE ns = {p}", (namespace,))
-            row = cur.fetchone()
-        return data, int(row[0]) if row else 0
+            txid = self._txid(cur, namespace)
+        return data, txid
+
+    def _txid(self, cur: Any, namespace: str) -> int:
+        """The namespace's last committed txid (0: none), read in the caller's transaction."""
+        cur.execute(f"SELECT txid FROM squall_state_txid WHERE ns = {self.P}", (namespace,))
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
 
     def prepare(self, namespace: str, txid: int, changes: Changes) -> None:
         p = self.P
@@ -141,9 +146,7 @@ class SqlProvider(StateProvider):
         puts = [(namespace, k, v) for k, v in changes.items() if v is not None]
         dels = [(namespace, k) for k, v in changes.items() if v is None]
         with self._tx(c) as cur:
-            cur.execute(f"SELECT txid FROM squall_state_txid WHERE ns = {p}", (namespace,))
-            row = cur.fetchone()
-            if row is not None and int(row[0]) >= txid:  # an old checkpoint run again: see StateProvider
+            if self._txid(cur, namespace) >= txid:  # an old checkpoint run again: see StateProvider
                 cur.execute(f"DELETE FROM squall_state_prepared WHERE ns = {p}", (namespace,))
                 return
             if puts:

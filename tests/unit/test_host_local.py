@@ -26,7 +26,7 @@ class HoldsState:
         self.spec = {"states": [factory]}
 
 
-class FutureProvider:  # what squall/state's providers will look like: only the class attribute
+class FutureProvider:  # any class that declares only the attribute, as squall.state's providers do
     HOST_LOCAL = True
 
     def __init__(self, path: str | None = None):

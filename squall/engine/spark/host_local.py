@@ -24,10 +24,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-SHARED_PATHS = "squall.shared.paths"
-CHECKPOINT_DIR = "squall.checkpoint.dir"
-DEAD_LETTER_PATH = "squall.dead.letter.path"
-DEAD_LETTER_SINK = "squall.dead.letter.sink"
+from squall.api.config import Config
+
+SHARED_PATHS = Config.SQUALL_SHARED_PATHS
+CHECKPOINT_DIR = Config.SQUALL_CHECKPOINT_DIR
+DEAD_LETTER_PATH = Config.SQUALL_DEAD_LETTER_PATH
+DEAD_LETTER_SINK = Config.SQUALL_DEAD_LETTER_SINK
 
 ALTERNATIVES = ("use PostgreSQL or Redis state (PostgresMapState, RedisMapState), or put the file on storage "
                 f"every host sees and declare it in {SHARED_PATHS!r} (e.g. ['/mnt/shared'])")
@@ -96,7 +98,7 @@ def check_cluster_resources(master: str, conf: dict, components: dict[str, Any])
         problems.append("host-local state (one file or memory per host, never the same data): "
                         + "; ".join(objs) + f". Instead {ALTERNATIVES}.")
     if conf.get(DEAD_LETTER_SINK) is None:
-        path = str(conf.get(DEAD_LETTER_PATH) or "squall-dead-letters.jsonl")
+        path = str(conf.get(DEAD_LETTER_PATH) or Config.DEFAULTS[DEAD_LETTER_PATH])
         if not is_shared(path, conf):
             problems.append(f"the dead-letter file {DEAD_LETTER_PATH}={path!r} is on one host's disk: set "
                             f"{DEAD_LETTER_SINK!r} to an object with write(record) (a broker, a database), or put "

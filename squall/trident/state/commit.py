@@ -314,4 +314,3 @@ def _unstorable(enc_keys: list[str], vals: list, encode: Callable[[Any], Any] | 
                 "(e.g. a sorted list instead of a set). The batch is retried until it commits."
             )
     return TypeError(f"the state cannot store a value: {exc}")
-
