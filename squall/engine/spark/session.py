@@ -60,6 +60,10 @@ def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str,
         "spark.ui.showConsoleProgress": "false",
         "spark.locality.wait": "0",
         "spark.python.worker.reuse": "true",
+        # Executors talk to their Python workers over Unix sockets, not loopback TCP: TCP's
+        # delayed ACKs held each task's small command and input frames ~40 ms (a 2-stage empty
+        # job: 205 -> 106 ms here).
+        "spark.python.unix.domain.socket.enabled": "true",
         "spark.driver.memory": os.environ.get("SQUALL_SPARK_DRIVER_MEMORY", "2g"),
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
