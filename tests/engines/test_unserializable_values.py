@@ -103,3 +103,38 @@ def test_a_spout_value_that_cannot_cross_fails_its_msg_id_at_once(cluster_kwargs
         assert [(e.component, e.kind) for e in errors] == [("gen", "error")]
         assert "'payload'" in errors[0].error and "generator" in errors[0].error
         assert cluster.get_topology_stats("t")["gen"]["failed"] == 1
+
+
+class CyclicEmitter(BasicBolt):
+    """Emits, per word, a value that holds itself: batches are pickled without the memo first,
+    which cannot write a cycle; such a batch must still cross, whole."""
+
+    def declare_output_fields(self, d):
+        d.declare(["word", "node"])
+
+    def execute(self, t, collector):
+        for w in t["sentence"].split():
+            node = {"name": w}
+            node["self"] = node
+            collector.emit([w, node])
+
+
+class CheckCycle(BasicBolt):
+    def declare_output_fields(self, d):
+        d.declare(["word", "cycle_intact"])
+
+    def execute(self, t, collector):
+        node = t["node"]
+        collector.emit([t["word"], node["self"] is node and node["name"] == t["word"]])
+
+
+def test_a_value_holding_itself_crosses_whole(cluster_kwargs):
+    b = TopologyBuilder()
+    b.set_spout("sentences", Sentences())
+    b.set_bolt("split", CyclicEmitter(), parallelism=2).shuffle_grouping("sentences")
+    b.set_bolt("check", CheckCycle(), parallelism=2).fields_grouping("split", ["word"])
+    sentences = [[f"w{i} common"] for i in range(N)]
+    result = complete_topology(b.create_topology(), mocked_sources={"sentences": sentences}, **cluster_kwargs)
+    assert result.acked("sentences") == list(range(N)) and not result.errors
+    got = sorted(result.emitted("check"))
+    assert got == sorted([[f"w{i}", True] for i in range(N)] + [["common", True]] * N)
