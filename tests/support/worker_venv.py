@@ -19,16 +19,35 @@ from pathlib import Path
 PACKAGES = ["numpy>=1.26", "rich>=13", "pandas<3", "pyarrow>=15", "psycopg[binary]>=3.1", "pika>=1.3"]
 
 
+# The modules a worker must import: checked in the venv before it counts as built, and again on use.
+IMPORTS = "import numpy, rich, pandas, pyarrow, psycopg, pika"
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without what points into the driver's venv: a SparkSession
+    sets PYTHONPATH to the driver's whole sys.path, and pip run under it finds every package
+    "already satisfied" there and installs nothing into the clean venv."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONUSERBASE", "PIP_TARGET", "PIP_PREFIX"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def _imports_ok(python: Path) -> bool:
+    return subprocess.run([str(python), "-c", IMPORTS], env=_clean_env(), capture_output=True).returncode == 0
+
+
 def worker_python() -> str:
-    """The clean venv's python, built if missing; fails with pip's output if it cannot be built."""
+    """The clean venv's python, built if missing (or if it cannot import what a worker needs);
+    fails with pip's output if it cannot be built."""
     key = zlib.crc32(" ".join([sys.version, *PACKAGES]).encode())
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "squall" / f"worker-venv-{key:08x}"
     python = root / "bin" / "python"
-    if (root / ".complete").exists():
+    if (root / ".complete").exists() and _imports_ok(python):
         return str(python)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True, capture_output=True)
-    r = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True)
-    if r.returncode != 0:
+    env = _clean_env()
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True, capture_output=True, env=env)
+    r = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True,
+                       env=env)
+    if r.returncode != 0 or not _imports_ok(python):
         raise RuntimeError(f"could not build the clean worker venv {root}:\n{r.stdout}\n{r.stderr}")
     (root / ".complete").touch()
     return str(python)
