@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from squall.columnar.arrow import batch_to_rows, from_ipc, rows_to_batch, to_ipc
-from squall.reliability.batch import TupleBatch, field_index_of
+from squall.reliability.batch import TupleBatch, field_index_of, pack_offsets, unpack_offsets
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -61,11 +61,12 @@ class ColumnBatch:
 
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),
-                self.anc_off, self.anc_root, self.anc_val)
+                pack_offsets(self.anc_off), self.anc_root, self.anc_val)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, blob,
-         self.anc_off, self.anc_root, self.anc_val) = state
+         off, self.anc_root, self.anc_val) = state
+        self.anc_off = unpack_offsets(off)
         self.data = from_ipc(blob)
         self._values = None
         self._findex = field_index_of(self.fields)
