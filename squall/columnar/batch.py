@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from squall.columnar.arrow import batch_to_rows, from_ipc, rows_to_batch, to_ipc
-from squall.reliability.batch import TupleBatch, field_index_of, pack_offsets, unpack_offsets
+from squall.reliability.batch import TupleBatch, field_index_of, pack_offsets, pack_roots, unpack_offsets, unpack_roots
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -61,12 +61,13 @@ class ColumnBatch:
 
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),
-                pack_offsets(self.anc_off), self.anc_root, self.anc_val)
+                pack_offsets(self.anc_off), pack_roots(self.anc_root), self.anc_val)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, blob,
-         off, self.anc_root, self.anc_val) = state
+         off, roots, self.anc_val) = state
         self.anc_off = unpack_offsets(off)
+        self.anc_root = unpack_roots(roots)
         self.data = from_ipc(blob)
         self._values = None
         self._findex = field_index_of(self.fields)

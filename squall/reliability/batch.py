@@ -38,6 +38,22 @@ def unpack_offsets(off: np.ndarray | int | None) -> np.ndarray | None:
     return np.arange(off + 1, dtype=np.int64) if type(off) is int else off
 
 
+def pack_roots(roots: np.ndarray | None) -> np.ndarray | tuple | None:
+    """Anchor roots as they travel: run-length coded when runs are long (the rows a sentence
+    splits into share its root and sit together in a batch), else as they are."""
+    if roots is None or len(roots) < 64:
+        return roots
+    starts = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1])))
+    if 3 * len(starts) > len(roots):  # runs shorter than 3: coding them would save little
+        return roots
+    lengths = np.diff(np.append(starts, len(roots))).astype(np.uint32)
+    return roots[starts], lengths
+
+
+def unpack_roots(roots: np.ndarray | tuple | None) -> np.ndarray | None:
+    return np.repeat(roots[0], roots[1]) if type(roots) is tuple else roots
+
+
 class TupleBatch:
     __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val", "_findex")
 
@@ -74,12 +90,13 @@ class TupleBatch:
 
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, self.values,
-                pack_offsets(self.anc_off), self.anc_root, self.anc_val)
+                pack_offsets(self.anc_off), pack_roots(self.anc_root), self.anc_val)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, self.values,
-         off, self.anc_root, self.anc_val) = state
+         off, roots, self.anc_val) = state
         self.anc_off = unpack_offsets(off)
+        self.anc_root = unpack_roots(roots)
         self._findex = field_index_of(self.fields)
 
     def __repr__(self) -> str:

@@ -1,5 +1,6 @@
 """A tracked batch travels with its anchor offsets packed to a row count when every row has
-exactly one anchor; every batch comes back from pickling with the same anchors."""
+exactly one anchor, and its roots run-length coded when rows of one tree sit together; every
+batch comes back from pickling with the same anchors."""
 
 from __future__ import annotations
 
@@ -10,34 +11,37 @@ import pyarrow as pa
 import pytest
 
 from squall.columnar.batch import ColumnBatch
-from squall.reliability.batch import TupleBatch, pack_offsets
+from squall.reliability.batch import TupleBatch, pack_offsets, pack_roots
 
 U64 = np.uint64
 
 
-def _anchors(counts: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _anchors(counts: list[int], run: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Offsets for rows with these anchor counts; roots in runs of `run` equal values."""
     off = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=off[1:])
     n = int(off[-1])
-    return off, np.arange(100, 100 + n, dtype=U64), np.arange(7, 7 + n, dtype=U64) * U64(0x9E3779B97F4A7C15)
+    roots = (np.arange(n, dtype=U64) // U64(run)) * U64(0xD1B54A32D192ED03) + U64(100)
+    return off, roots, np.arange(7, 7 + n, dtype=U64) * U64(0x9E3779B97F4A7C15)
 
 
-def _tuple_batch(counts: list[int] | None) -> TupleBatch:
+def _tuple_batch(counts: list[int] | None, run: int = 1) -> TupleBatch:
     values = [[f"w{i}"] for i in range(len(counts) if counts is not None else 5)]
     if counts is None:
         return TupleBatch("split", "default", ("word",), 4, values)
-    return TupleBatch("split", "default", ("word",), 4, values, *_anchors(counts))
+    return TupleBatch("split", "default", ("word",), 4, values, *_anchors(counts, run))
 
 
-def _column_batch(counts: list[int]) -> ColumnBatch:
+def _column_batch(counts: list[int], run: int = 1) -> ColumnBatch:
     data = pa.RecordBatch.from_pydict({"word": [f"w{i}" for i in range(len(counts))]})
-    return ColumnBatch("split", "default", ("word",), 4, data, *_anchors(counts))
+    return ColumnBatch("split", "default", ("word",), 4, data, *_anchors(counts, run))
 
 
-@pytest.mark.parametrize("counts", [[1, 1, 1, 1], [1, 0, 2, 1], [2, 0, 0, 2], [1], []])
+@pytest.mark.parametrize("counts", [[1, 1, 1, 1], [1, 0, 2, 1], [2, 0, 0, 2], [1], [], [1] * 500, [1, 3] * 200])
+@pytest.mark.parametrize("run", [1, 2, 10])
 @pytest.mark.parametrize("make", [_tuple_batch, _column_batch])
-def test_anchors_come_back_the_same(make, counts):
-    batch = make(counts)
+def test_anchors_come_back_the_same(make, counts, run):
+    batch = make(counts, run)
     back = pickle.loads(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
     assert back.anc_off.dtype == np.int64
     for a in ("anc_off", "anc_root", "anc_val"):
@@ -57,3 +61,15 @@ def test_one_anchor_per_row_packs_to_the_row_count():
 def test_an_untracked_batch_stays_untracked():
     back = pickle.loads(pickle.dumps(_tuple_batch(None)))
     assert back.anc_off is None and back.anc_root is None and back.anc_val is None
+
+
+def test_roots_in_long_runs_are_run_length_coded():
+    runs = np.repeat(np.arange(50, dtype=U64), 10)
+    values, lengths = pack_roots(runs)
+    np.testing.assert_array_equal(values, np.arange(50, dtype=U64))
+    assert lengths.tolist() == [10] * 50
+    short = np.repeat(np.arange(200, dtype=U64), 2)  # runs of 2: left as they are
+    assert pack_roots(short) is short
+    split = _tuple_batch([1] * 1000, run=10)
+    unique = _tuple_batch([1] * 1000, run=1)
+    assert len(pickle.dumps(split)) < len(pickle.dumps(unique)) - 6000  # 900 roots not sent
