@@ -120,6 +120,9 @@ def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tup
     if not len(rows) or not len(anchors.root):
         return _EMPTY_U, _EMPTY_U
     counts = anchors.counts[rows]
+    if (counts == 1).all():  # one root per row (the usual case): no expansion
+        pos = anchors.off[rows]
+        return anchors.root[pos], anchors.val[pos] ^ out_ack[rows]
     grp, pos = expand(anchors.off[rows], counts)
     return anchors.root[pos], anchors.val[pos] ^ out_ack[rows[grp]]
 
@@ -138,6 +141,13 @@ def combine(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray
         return roots, vals
     if (roots[1:] > roots[:-1]).all():  # already one message per root, in order (roots are consecutive)
         return roots, vals
+    runs = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1])))
+    if 2 * len(runs) <= len(roots):  # messages of a root sit together (a sentence's words): fold
+        # those runs first, in one pass, and sort only what is left (1M messages in runs of 8:
+        # 35 -> 9 ms)
+        roots, vals = roots[runs], np.bitwise_xor.reduceat(vals, runs)
+        if len(roots) < 2 or (roots[1:] > roots[:-1]).all():
+            return roots, vals
     order = np.argsort(roots, kind="stable")
     r, v = roots[order], vals[order]
     starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))

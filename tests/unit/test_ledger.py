@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,18 @@ def test_memory_per_pending_tree():
 def test_combine_folds_per_root():
     r, v = combine(np.array([5, 3, 5, 3, 9], dtype=U), np.array([1, 2, 4, 8, 16], dtype=U))
     assert r.tolist() == [3, 5, 9] and v.tolist() == [2 ^ 8, 1 ^ 4, 16]
+
+
+@pytest.mark.parametrize("run", [1, 3, 8])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_combine_equals_a_fold_by_dict_with_runs_and_repeats(run, seed):
+    """Messages in runs of one root (a sentence's words) and a root met again later in the
+    array (another batch's words): one message per root, the XOR of all of them."""
+    rng = np.random.default_rng(zlib.crc32(f"combine-{run}-{seed}".encode()))
+    roots = np.repeat(rng.integers(1, 50, 400).astype(U), run)
+    vals = rng.integers(0, 2**63, len(roots), dtype=np.int64).astype(U)
+    want: dict[int, int] = {}
+    for r, v in zip(roots.tolist(), vals.tolist()):
+        want[r] = want.get(r, 0) ^ v
+    r, v = combine(roots, vals)
+    assert dict(zip(r.tolist(), v.tolist())) == want and len(r) == len(want)
