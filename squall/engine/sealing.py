@@ -33,7 +33,10 @@ def dumps(obj: Any) -> bytes:
     on its own. A cycle cannot be written that way; then the batch is pickled with the memo."""
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.fast = True
+    try:
+        pickler.fast = True  # documented as deprecated; a Python without it pickles with the memo
+    except AttributeError:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         pickler.dump(obj)
     except (ValueError, RecursionError):  # a cycle (or very deep nesting): the memo handles it
