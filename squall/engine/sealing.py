@@ -34,12 +34,9 @@ def dumps(obj: Any) -> bytes:
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        pickler.fast = True  # documented as deprecated; a Python without it pickles with the memo
-    except AttributeError:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    try:
+        pickler.fast = True  # documented as deprecated: a Python without it pickles with the memo
         pickler.dump(obj)
-    except (ValueError, RecursionError):  # a cycle (or very deep nesting): the memo handles it
+    except (AttributeError, ValueError, RecursionError):  # no fast mode, or a cycle: the memo handles it
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return buf.getvalue()
 

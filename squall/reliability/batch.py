@@ -38,12 +38,17 @@ def unpack_offsets(off: np.ndarray | int | None) -> np.ndarray | None:
     return np.arange(off + 1, dtype=np.int64) if type(off) is int else off
 
 
+def run_starts(a: np.ndarray) -> np.ndarray:
+    """Where each run of equal neighbours in `a` starts (a non-empty array)."""
+    return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+
+
 def pack_roots(roots: np.ndarray | None) -> np.ndarray | tuple | None:
     """Anchor roots as they travel: run-length coded when runs are long (the rows a sentence
     splits into share its root and sit together in a batch), else as they are."""
     if roots is None or len(roots) < 64:
         return roots
-    starts = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1])))
+    starts = run_starts(roots)
     if 3 * len(starts) > len(roots):  # runs shorter than 3: coding them would save little
         return roots
     lengths = np.diff(np.append(starts, len(roots))).astype(np.uint32)
