@@ -57,6 +57,8 @@ def keys_of(anchors: Anchors, salt: int) -> np.ndarray:
 
 def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For groups (start, count): (group index, element index) of every element, in order."""
+    if len(counts) and (counts == 1).all():  # one element per group (one root per row, the usual case)
+        return np.arange(len(counts)), starts
     total = int(counts.sum())
     if total == 0:
         return _EMPTY_I, _EMPTY_I
@@ -120,11 +122,7 @@ def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tup
     """Ack messages (root, value ^ out_ack_val) for every root of the given rows."""
     if not len(rows) or not len(anchors.root):
         return _EMPTY_U, _EMPTY_U
-    counts = anchors.counts[rows]
-    if (counts == 1).all():  # one root per row (the usual case): no expansion
-        pos = anchors.off[rows]
-        return anchors.root[pos], anchors.val[pos] ^ out_ack[rows]
-    grp, pos = expand(anchors.off[rows], counts)
+    grp, pos = expand(anchors.off[rows], anchors.counts[rows])
     return anchors.root[pos], anchors.val[pos] ^ out_ack[rows[grp]]
 
 
