@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.logs import tail
 from tests.support.spark_cluster_job import expected_counts, load_example, run_wordcount
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -84,13 +85,6 @@ def kill_group(proc: subprocess.Popen | None) -> None:
         except subprocess.TimeoutExpired:
             continue
         break
-
-
-def tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
 
 
 def master_state(ui_port: int) -> dict:

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.support.logs import tail
 from tests.support.netns_cluster import NetnsCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,13 +28,6 @@ JOB_TIMEOUT_SECS = 180
 
 class JobError(RuntimeError):
     pass
-
-
-def tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
 
 
 def job_command(cluster: NetnsCluster, scenario: str, *opts: str) -> list[str]:
