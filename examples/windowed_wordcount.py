@@ -17,12 +17,14 @@ from __future__ import annotations
 import random
 import sys
 from collections import Counter, deque
+from operator import itemgetter
 from typing import Any
 
 from squall import BasicBolt, Bolt, Config, Spout, StormTopology, TopologyBuilder
 from squall.windowing import BaseWindowedBolt, Count
 
 WINDOW, INTERVAL = 10_000, 1_000
+FIRST = itemgetter(0)  # a tuple's first value: mapped over a window's values in C
 WORDS = ("the quick brown fox jumps over lazy dog storm spark stream tuple bolt spout acker tree anchor replay "
          "wave batch cluster driver worker task field shuffle group count split word").split()
 
@@ -90,8 +92,8 @@ class TopWords(BaseWindowedBolt):
 
     def execute(self, window: Any) -> None:
         counts = self.counts
-        counts.update(v[0] for v in window.new_values())
-        counts.subtract(v[0] for v in window.expired_values())
+        counts.update(map(FIRST, window.new_values()))
+        counts.subtract(Counter(map(FIRST, window.expired_values())))  # counted in C, then one step per word
         self.collector.emit([counts.most_common(self.top), len(window)])  # anchored to the whole window
 
 

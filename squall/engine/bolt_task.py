@@ -181,6 +181,12 @@ class BoltTask(TaskBase):
         execute = self.bolt.execute
         component, task_id = self.component, self.task_id
         t0 = time.perf_counter()
+        if self._rows_hook is not None and self._took_whole(batch, res):
+            res.exec_secs += time.perf_counter() - t0
+            res.executed += len(batch)
+            self._flush(batch, [], res, wave)
+            res.proc_secs += time.perf_counter() - t0
+            return
         tuples = tuples_of(batch)
         for i, t in enumerate(tuples):
             coll.input_row = i
@@ -195,6 +201,22 @@ class BoltTask(TaskBase):
         res.executed += len(tuples)
         self._flush(batch, tuples, res, wave)
         res.proc_secs += time.perf_counter() - t0
+
+    @property
+    def _rows_hook(self) -> Any:
+        """`_execute_rows(batch) -> bool` of a bolt squall wraps (a windowed bolt's executor): it
+        takes a whole input batch without Tuple objects, or declines it (False)."""
+        return getattr(self.bolt, "_execute_rows", None)
+
+    def _took_whole(self, batch: TupleBatch, res: TaskResult) -> bool:
+        """Offer `batch` to the bolt's bulk path. If that raises, the error is reported once and
+        the bolt has failed the batch's rows itself."""
+        try:
+            return bool(self.bolt._execute_rows(batch))
+        except Exception as e:  # noqa: BLE001 - the batch fails; the task goes on
+            res.errors.append(ErrorRecord.from_exception(self.component, self.task_id, e,
+                                                         [f"a batch of {len(batch)} row(s)"]))
+            return True
 
     def _flush(self, batch: TupleBatch, tuples: list[Tuple], res: TaskResult, wave: int) -> None:
         """Hand what the collector recorded for `batch` to the reliability rules, in bulk."""

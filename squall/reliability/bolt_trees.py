@@ -28,7 +28,7 @@ from squall.reliability.anchoring import (
 )
 from squall.reliability.emits import EmitIndex
 from squall.reliability.held import HeldRows, HeldStore
-from squall.reliability.ids import edge_ids, mix64_int, row_keys
+from squall.reliability.ids import edge_ids, edge_ids_for_child, mix64_int, row_keys
 from squall.reliability.pending import FailReason
 
 _U64 = np.uint64
@@ -78,19 +78,21 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
                                   ix.ords[pj], ix.child_target[child_idx], out_ack))
     if ix.foreign:
         parts.append(_held_anchor_edges(ix.foreign, ccount, cstart, ix.child_target, exec_key_of_emit, ix.ords))
-    for j, h in ix.held:
+    for j, h in ix.held:  # each folded on its own: a window's part is large, its roots few
         parts.append(store_anchor_edges(h, np.arange(cstart[j], cstart[j] + ccount[j]), ix.child_target,
-                                        int(exec_key_of_emit[j]), int(ix.ords[j])))
+                                        int(exec_key_of_emit[j]), int(ix.ords[j])).folded())
     if len(parts) == 1 and not ix.multi and not ix.foreign and not ix.held:
         # one anchor per emit: contributions are already in child order, roots unique
-        contrib = parts[0]
-        counts = np.bincount(contrib.child, minlength=nc)
-        off = np.zeros(nc + 1, _I64)
-        np.cumsum(counts, out=off[1:])
-        return Anchors(off, contrib.root, contrib.val)
+        return parts[0].as_anchors(nc)
     contrib = parts[0] if len(parts) == 1 else Contributions(
         np.concatenate([p.child for p in parts]), np.concatenate([p.root for p in parts]),
         np.concatenate([p.val for p in parts]))
+    if len(parts) == len(ix.held):
+        # held parts only, each folded, and an emit's children are its own: just order by child
+        if len(contrib.child) > 1 and (np.diff(contrib.child) < 0).any():
+            order = np.argsort(contrib.child, kind="stable")
+            contrib = Contributions(contrib.child[order], contrib.root[order], contrib.val[order])
+        return contrib.as_anchors(nc)
     return contrib.merged(nc)
 
 
@@ -122,22 +124,31 @@ def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cst
 def store_anchor_edges(h: HeldRows, children: np.ndarray, ct: np.ndarray, exec_key: int,
                        ordinal: int) -> Contributions:
     """Edges for one emit anchored to many rows of a HeldStore (a window), vectorized: one edge
-    per (row, child), XORed into the row's out value and into the child for each root of the row."""
-    rows = h.rows
+    per (row, child), XORed into the row's out value and into the child for each root of the row.
+    The emit is one (executing key, ordinal), so each child's part of the edge id is mixed once."""
+    store = h.store
+    sub = store.sub_anchors(h.rows)
+    counts = sub.counts
+    tracked = counts > 0  # anchoring to an untracked tuple tracks nothing
+    rows = h.rows if tracked.all() else h.rows[tracked]
     if not len(rows) or not len(children):
         return Contributions(np.zeros(0, _I64), np.zeros(0, _U64), np.zeros(0, _U64))
-    store = h.store
-    sub = store.sub_anchors(rows)
+    if len(rows) < len(h.rows):
+        sub = store.sub_anchors(rows)
+        counts = sub.counts
     keys = keys_of(sub, 0)
     n = len(rows)
-    pair_row = np.tile(np.arange(n), len(children))
-    pair_child = np.repeat(children, n)
-    m = len(pair_row)
-    out = np.zeros(n, _U64)
-    contrib = anchor_edges(sub, keys, pair_row, pair_child, np.full(m, _U64(exec_key)),
-                           np.full(m, ordinal, _I64), ct[pair_child], out)
-    store.out[rows] ^= out
-    return contrib
+    edges = [edge_ids_for_child(keys, exec_key, ordinal, int(t)) for t in ct[children].tolist()]
+    out = edges[0].copy()
+    for e in edges[1:]:
+        out ^= e
+    store.out[rows] ^= out  # rows are distinct
+    e_all = np.concatenate(edges) if len(edges) > 1 else edges[0]
+    child = np.repeat(children, n)
+    if (counts == 1).all():
+        return Contributions(child, np.tile(sub.root, len(children)), e_all)
+    grp, pos = expand(np.tile(sub.off[:-1], len(children)), np.tile(counts, len(children)))
+    return Contributions(child[grp], sub.root[pos], e_all[grp])
 
 
 def settle_held(stores: list[HeldStore], sink: MessageSink, counts: Any) -> None:

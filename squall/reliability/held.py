@@ -4,10 +4,11 @@ A held Tuple object costs several hundred bytes (and its own one-row batch when 
 wave); a window of a million tuples needs less. A store keeps, per row: its values (the list
 the bolt received), its source (a small index into a table), its `anchors_to_ids` as flat
 arrays (off/root/val, as in a TupleBatch), its out-ack value, an arrival number, a timestamp
-and two small flag columns. Acks, fails and anchoring to many rows are numpy operations.
+and two small flag columns. Acks, fails and anchoring to many rows are numpy operations, and
+a whole input batch is taken in at once (`add_batch`) with no Python step per row.
 
 The rules are Storm's, as for a held Tuple: an emit anchored to rows XORs each edge into the
-row's out-ack value (bolt_trees.held_anchor_edges), an ack sends `(root, val ^ out)` per root
+row's out-ack value (bolt_trees.store_anchor_edges), an ack sends `(root, val ^ out)` per root
 of the row. Ack and fail only mark rows; the task's flush computes the messages
 (bolt_trees.settle_held) after the batch's edges, then `release` drops rows marked gone, so row
 positions stay valid until the flush.
@@ -24,6 +25,15 @@ from squall.reliability.anchoring import Anchors, ack_messages, expand, roots_of
 _U64 = np.uint64
 _I64 = np.int64
 PENDING, ACKED, FAILED = 0, 1, 2
+
+
+def as_run(rows: np.ndarray) -> tuple[int, int] | None:
+    """(a, b) when `rows` is exactly a, a+1, ..., b-1 (a window's rows usually are), so that
+    slices can stand in for gathers; else None."""
+    n = len(rows)
+    if not n or rows[-1] - rows[0] + 1 != n or (n > 1 and (np.diff(rows) != 1).any()):
+        return None
+    return int(rows[0]), int(rows[-1]) + 1
 
 
 class HeldRows:
@@ -57,6 +67,7 @@ class HeldStore:
         self.flag = np.zeros(0, np.uint8)  # the holder's own bits (a window: "in the last window")
         self.gone = np.zeros(0, bool)  # dropped at the next release
         self._pending: list[tuple[Any, int, int, int]] = []  # (batch, row, seq, ts) not yet columns
+        self._floor = 0  # every row below it is gone (a hint for bounded scans; 0 after a release)
         self._acks: list[np.ndarray] = []
         self._fails: list[tuple[np.ndarray, Any]] = []
 
@@ -68,6 +79,45 @@ class HeldStore:
         self._pending.append((t._b, t._i, seq, ts))
         self.values.append(t.values)
         t._done = 3  # held by a store: the task does not hold it (bolt_trees.hold_pending)
+
+    def add_batch(self, batch: Any, seq0: int, ts: int) -> None:
+        """Hold every row of `batch` (a TupleBatch) at once, with arrival numbers seq0+1.. and time
+        `ts`: the bulk form of `add`, with no Tuple objects and no Python step per row."""
+        self.consolidate()  # rows added one by one before these come first
+        n = len(batch)
+        if n == 0:
+            return
+        self.values.extend(batch.values)
+        src = np.full(n, self._source(batch), np.int16)
+        if batch.anc_off is None:
+            off, root, val = np.zeros(n, _I64), np.zeros(0, _U64), np.zeros(0, _U64)
+        else:
+            a, b = int(batch.anc_off[0]), int(batch.anc_off[-1])
+            off = batch.anc_off[1:] - a
+            root, val = batch.anc_root[a:b], batch.anc_val[a:b]
+        self.off = np.concatenate([self.off, off.astype(_I64) + self.off[-1]])
+        self.root = np.concatenate([self.root, root.astype(_U64, copy=False)])
+        self.val = np.concatenate([self.val, val.astype(_U64, copy=False)])
+        self.src = np.concatenate([self.src, src])
+        self.out = np.concatenate([self.out, np.zeros(n, _U64)])
+        self.seq = np.concatenate([self.seq, np.arange(seq0 + 1, seq0 + n + 1, dtype=_I64)])
+        self.ts = np.concatenate([self.ts, np.full(n, ts, _I64)])
+        self.done = np.concatenate([self.done, np.zeros(n, np.uint8)])
+        self.flag = np.concatenate([self.flag, np.zeros(n, np.uint8)])
+        self.gone = np.concatenate([self.gone, np.zeros(n, bool)])
+
+    def floor(self, upto: int | None = None) -> int:
+        """The first row that is not gone (rows below it are all gone), looking no further than
+        `upto`: scans start there, so a window's work is bounded by the rows still held, not by
+        every row the store has gathered since the last release."""
+        self.consolidate()
+        hi = len(self.values) if upto is None else upto
+        f = self._floor
+        if f < hi and self.gone[f]:
+            alive = np.flatnonzero(~self.gone[f:hi])
+            f += int(alive[0]) if len(alive) else hi - f
+            self._floor = f
+        return f
 
     @property
     def anchors(self) -> Anchors:
@@ -137,11 +187,18 @@ class HeldStore:
 
     def sub_anchors(self, rows: np.ndarray) -> Anchors:
         """The anchors of the given rows, as rows 0..len(rows)-1."""
+        run = as_run(rows)
+        if run is not None:
+            return self._run_anchors(*run)
         counts = self.off[rows + 1] - self.off[rows]
         off = np.zeros(len(rows) + 1, _I64)
         np.cumsum(counts, out=off[1:])
         _, pos = expand(self.off[rows], counts)
         return Anchors(off, self.root[pos], self.val[pos])
+
+    def _run_anchors(self, a: int, b: int) -> Anchors:
+        lo, hi = int(self.off[a]), int(self.off[b])
+        return Anchors(self.off[a:b + 1] - lo, self.root[lo:hi], self.val[lo:hi])
 
     def ack(self, rows: np.ndarray) -> int:
         """Ack the pending ones of `rows` (the messages are computed at the task's flush)."""
@@ -183,10 +240,18 @@ class HeldStore:
         self.consolidate()
         if not self.gone.any():
             return
+        self._floor = 0
         keep = np.flatnonzero(~self.gone)
-        anc = self.sub_anchors(keep)
-        self.off, self.root, self.val = anc.off, anc.root, anc.val
-        self.values = [self.values[i] for i in keep.tolist()]
+        run = as_run(keep)
+        if run is not None:  # one run (a window slid on): slices
+            anc = self._run_anchors(*run)
+            self.off, self.root, self.val = anc.off, anc.root, anc.val
+            self.values = self.values[run[0]:run[1]]
+            keep = slice(*run)
+        else:
+            anc = self.sub_anchors(keep)
+            self.off, self.root, self.val = anc.off, anc.root, anc.val
+            self.values = [self.values[i] for i in keep.tolist()]
         for name in ("src", "out", "seq", "ts", "done", "flag", "gone"):
             setattr(self, name, getattr(self, name)[keep])
 

@@ -60,6 +60,13 @@ def edge_ids(anchor_key: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray, 
     return nonzero(mix64(anchor_key.astype(np.uint64) ^ mix64(inner)))
 
 
+def edge_ids_for_child(anchor_key: np.ndarray, exec_key: int, ordinal: int, target: int) -> np.ndarray:
+    """`edge_ids` for many anchors of one child (one executing key, ordinal and target): the
+    child's part is mixed once, as a Python int. Same ids as `edge_ids`."""
+    inner = mix64_int(exec_key + ordinal * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93)
+    return nonzero(mix64(anchor_key.astype(np.uint64) ^ np.uint64(inner)))
+
+
 def edge_id_int(anchor_key: int, exec_key: int, ordinal: int, target: int) -> int:
     inner = (exec_key + ordinal * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93) & MASK64
     e = mix64_int(anchor_key ^ mix64_int(inner))

@@ -17,7 +17,8 @@ import numpy as np
 
 from squall.api.components import Bolt, InvalidTopologyException
 from squall.api.config import Config
-from squall.api.tuple import Tuple
+from squall.api.tuple import Tuple, tuples_of
+from squall.reliability.batch import TupleBatch
 from squall.reliability.held import HeldStore
 from squall.reliability.pending import FailReason
 from squall.windowing.bolt import BaseWindowedBolt
@@ -112,37 +113,66 @@ class WindowedBoltExecutor(Bolt):
         return self._wave_ms_v
 
     def execute(self, t: Tuple) -> None:  # noqa: A002
-        every = self._count_every
-        if every and t._b.component != "__system":  # the hot path: processing time, count trigger
-            self.count += 1
-            self.store.add(t, self.count, self._wave_ms())
-            if self.count - self.fired_count >= every:
-                self.fired_count = self.count
-                self._fire(self._now_ms(), count_trigger=True)
-            return
         if t.source_component == "__system":  # a tick: not held, only a chance to fire what is due
             self._out.ack(t)
             self.finish_wave()
             return
-        now = self._now_ms()
-        if self.spec.event_time:
-            ts = self._timestamp(t)
-            if self._is_late(t, ts):
-                return
-        else:
-            if isinstance(self.spec.interval, Count):
-                pass
-            elif self.next_ref is None:
-                self.next_ref = now + self.spec.interval.millis
-            else:
-                self._fire_due(now)  # time triggers due before this arrival
-            ts = now
+        if not self.spec.event_time:  # processing time: held as a batch of one row
+            self._execute_rows(t._b.row_batch(t._i), max(self._out.input_row, 0))
+            t._done = 3  # held by the store (bolt_trees.hold_pending)
+            return
+        ts = self._timestamp(t)
+        if self._is_late(t, ts):
+            return
         self.count += 1
         self.store.add(t, self.count, ts)
-        if not self.spec.event_time and isinstance(self.spec.interval, Count) \
-                and self.count - self.fired_count >= self.spec.interval.value:
-            self.fired_count = self.count
-            self._fire(now, count_trigger=True)
+
+    def _execute_rows(self, batch: TupleBatch, first_row: int = 0) -> bool:
+        """Hold a whole input batch at once, with no Tuple per row, and fire the windows its
+        arrivals trigger, each over the rows that had arrived by then: the engine's path for a
+        batch (BoltTask), so the windows' cost is per batch and per window, not per tuple.
+        Processing time only (event time reads each tuple's timestamp); False: the engine runs
+        the batch tuple by tuple. `first_row`: the batch's first row in the task's input batch
+        (emits are made in the execute of the arrival that triggers them)."""
+        if self.spec.event_time or batch.component == "__system" or not len(batch):
+            return False
+        store, out = self.store, self._out
+        base, first, n = len(store), self.count, len(batch)
+        now, caller_row = self._wave_ms(), out.input_row
+        try:
+            if not self._count_every:  # a time trigger: what is due fires before the batch arrives
+                out.input_row = first_row
+                self._arrival(now)
+                store.add_batch(batch, first, now)
+                self.count = first + n
+                return True
+            store.add_batch(batch, first, now)
+            due = self.fired_count + self._count_every
+            while due <= first + n:
+                out.input_row = first_row + due - first - 1  # the arrival that triggers it
+                self.count = self.fired_count = due
+                self._fire(now, count_trigger=True, upto=base + due - first)
+                due += self._count_every
+            self.count = first + n
+        except BaseException as e:  # not the bolt's own error (that fails its window): this batch fails
+            self.count = first + n
+            why = FailReason("error", self.component, self.context.this_task_id, f"{type(e).__name__}: {e}")
+            if len(store) > base:
+                self.fail_rows(np.arange(base, len(store)), why)
+            else:  # not held yet: the task fails them as its inputs
+                for t in tuples_of(batch):
+                    out.fail_with_reason(t, why)
+            raise
+        finally:
+            out.input_row = caller_row
+        return True
+
+    def _arrival(self, now: int) -> None:
+        """Processing time, time trigger: an arrival starts the clock, or fires what is due first."""
+        if self.next_ref is None:
+            self.next_ref = now + self.spec.interval.millis
+        else:
+            self._fire_due(now)
 
     def finish_wave(self) -> None:
         """End of the task's wave: fire what the clock made due, ack what left every window."""
@@ -230,14 +260,16 @@ class WindowedBoltExecutor(Bolt):
             end = align_up(nxt, interval)
         self.next_ref = end
 
-    def _fire(self, ref: int, count_trigger: bool) -> bool:
-        """One window at `ref`: execute it if it has tuples, then ack and drop what left it."""
+    def _fire(self, ref: int, count_trigger: bool, upto: int | None = None) -> bool:
+        """One window at `ref`: execute it if it has tuples, then ack and drop what left it.
+        `upto`: the rows that had arrived by the trigger end there (a batch held at once)."""
         store = self.store
-        store.consolidate()
-        rows, expired = window_and_expired(store, self.spec, ref, count_trigger)
+        hi = len(store) if upto is None else upto
+        lo = store.floor(hi)
+        rows, expired = window_and_expired(store, self.spec, ref, count_trigger, lo, hi)
         if len(rows):
             new = rows[(store.flag[rows] & IN_LAST) == 0]
-            store.flag &= np.uint8(~IN_LAST & 0xFF)
+            store.flag[lo:hi] &= np.uint8(~IN_LAST & 0xFF)
             store.flag[rows] |= IN_LAST
             start, end = self._bounds(ref)
             window = TupleWindow(store, rows, new, expired, start, end)
@@ -254,7 +286,7 @@ class WindowedBoltExecutor(Bolt):
             store.ack(expired)
             store.gone[expired] = True
             self._out.track_held(store)
-        self._retire(self._now_ms())
+        self._retire(self._now_ms(), hi)
         return len(rows) > 0
 
     def _bounds(self, ref: int) -> tuple[int | None, int | None]:
@@ -262,9 +294,9 @@ class WindowedBoltExecutor(Bolt):
             return None, None
         return ref - self.spec.length.millis, ref
 
-    def _retire(self, now: int) -> None:
-        self.store.consolidate()
-        rows = retired(self.store, self.spec, self.count, self.fired_count, self.next_ref, now)
+    def _retire(self, now: int, upto: int | None = None) -> None:
+        lo = self.store.floor(upto)
+        rows = retired(self.store, self.spec, self.count, self.fired_count, self.next_ref, now, lo, upto)
         if len(rows) and self.store.ack(rows):
             self._out.track_held(self.store)
 

@@ -23,45 +23,53 @@ def _alive(store: HeldStore) -> np.ndarray:
     return ~store.gone
 
 
-def window_and_expired(store: HeldStore, spec: WindowSpec, ref: int, count_trigger: bool
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(rows in the window at `ref`, rows that have left every window by then), as positions."""
-    alive = _alive(store)
-    ts = store.ts
+def window_and_expired(store: HeldStore, spec: WindowSpec, ref: int, count_trigger: bool, lo: int = 0,
+                       hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows in the window at `ref`, rows that have left every window by then), as positions.
+    Only rows lo..hi-1 are looked at: below `lo` every row is gone, from `hi` on rows arrived
+    after the trigger (a batch held at once)."""
+    hi = len(store) if hi is None else hi
+    alive = ~store.gone[lo:hi]
+    ts = store.ts[lo:hi]
     if spec.event_time:
         length = spec.length.millis
-        return np.flatnonzero(alive & (ts > ref - length) & (ts <= ref)), np.flatnonzero(alive & (ts <= ref - length))
-    if isinstance(spec.length, Count):
+        win, gone = alive & (ts > ref - length) & (ts <= ref), alive & (ts <= ref - length)
+    elif isinstance(spec.length, Count):
         cand = alive if count_trigger else alive & (ts < ref)
-        pos = np.flatnonzero(cand)
+        pos = np.flatnonzero(cand) + lo
         cut = max(len(pos) - spec.length.value, 0)
         return pos[cut:], pos[:cut]
-    length = spec.length.millis
-    if count_trigger:
-        return np.flatnonzero(alive & (ts > ref - length)), np.flatnonzero(alive & (ts <= ref - length))
-    return np.flatnonzero(alive & (ts >= ref - length) & (ts < ref)), np.flatnonzero(alive & (ts < ref - length))
+    elif count_trigger:
+        length = spec.length.millis
+        win, gone = alive & (ts > ref - length), alive & (ts <= ref - length)
+    else:
+        length = spec.length.millis
+        win, gone = alive & (ts >= ref - length) & (ts < ref), alive & (ts < ref - length)
+    return np.flatnonzero(win) + lo, np.flatnonzero(gone) + lo
 
 
 def retired(store: HeldStore, spec: WindowSpec, count: int, fired_count: int, next_ref: int | None,
-            now: int) -> np.ndarray:
+            now: int, lo: int = 0, hi: int | None = None) -> np.ndarray:
     """Pending rows that no later window can contain: they can be acked now (they stay in the
-    store until a window reports them expired)."""
-    pend = _alive(store) & (store.done == PENDING)
+    store until a window reports them expired). Rows lo..hi-1 only, as in window_and_expired."""
+    hi = len(store) if hi is None else hi
+    pend = ~store.gone[lo:hi] & (store.done[lo:hi] == PENDING)
     if isinstance(spec.length, Count) and not spec.event_time:
         horizon = count
         if isinstance(spec.interval, Count):  # the next window is taken at fired + interval tuples
             horizon = max(count, fired_count + spec.interval.value)
-        return np.flatnonzero(pend & (store.seq <= horizon - spec.length.value))
+        return np.flatnonzero(pend & (store.seq[lo:hi] <= horizon - spec.length.value)) + lo
     length = spec.length.millis
+    ts = store.ts[lo:hi]
     if spec.event_time:
         if next_ref is None:
             return np.zeros(0, np.int64)
-        return np.flatnonzero(pend & (store.ts <= next_ref - length))
+        return np.flatnonzero(pend & (ts <= next_ref - length)) + lo
     if isinstance(spec.interval, Count):  # windows end at later arrival times
-        return np.flatnonzero(pend & (store.ts <= now - length))
+        return np.flatnonzero(pend & (ts <= now - length)) + lo
     if next_ref is None:
         return np.zeros(0, np.int64)
-    return np.flatnonzero(pend & (store.ts < next_ref - length))
+    return np.flatnonzero(pend & (ts < next_ref - length)) + lo
 
 
 def align_up(ts: int, interval: int) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 
 from squall.api.tuple import Tuple
 from squall.reliability.batch import single_row
-from squall.reliability.held import HeldStore
+from squall.reliability.held import HeldStore, as_run
 
 
 class TupleWindow:
@@ -55,6 +55,9 @@ class TupleWindow:
 
     def _values(self, rows: np.ndarray) -> list[list]:
         vals = self._store.values
+        run = as_run(rows)
+        if run is not None:
+            return vals[run[0]:run[1]]
         return [vals[r] for r in rows.tolist()]
 
     def row_of(self, t: Any) -> int | None:

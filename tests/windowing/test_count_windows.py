@@ -86,3 +86,23 @@ def test_window_tuples_failed_by_the_bolt_and_explicit_anchors(cluster_kwargs):
         # alone, so the sink failing the emit of [3, 4] fails 4 and nothing more; 2 and 6 are acked
         assert sorted(tracker.failed) == [1, 3, 4, 5]
         assert sorted(tracker.acked) == [2, 6]
+
+
+@pytest.mark.parametrize("length,interval", [(7, 3), (5, 5), (4, 1)])
+def test_a_wave_of_many_tuples_gives_the_windows_of_one_tuple_per_wave(cluster_kwargs, length, interval):
+    """The engine hands the windowed bolt whole batches: the windows fired inside one batch, and
+    what each acks, are those of the same tuples arriving one wave each."""
+    runs = []
+    for wave_tuples in (None, 1):
+        conf = {Config.SQUALL_WAVE_MAX_TUPLES: wave_tuples} if wave_tuples else None
+        bolt = Recorder().with_window(Count(length), Count(interval))
+        cluster, spout, tracker = windowed_cluster(cluster_kwargs, bolt, conf=conf, sink=Sink())
+        with cluster:
+            feed(cluster, spout, range(1, 41))
+            runs.append((windows(cluster), sorted(tracker.acked), tracker.failed))
+    (many, acked_many, failed_many), (one, acked_one, failed_one) = runs
+    assert len(many) == 40 // interval
+    assert many == one and acked_many == acked_one
+    assert not failed_many and not failed_one
+    horizon = max(40, 40 // interval * interval + interval)  # the next window's last tuple
+    assert acked_many == list(range(1, horizon - length + 1))  # acked: what no later window can hold

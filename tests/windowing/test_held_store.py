@@ -8,10 +8,10 @@ import zlib
 import numpy as np
 
 from squall.api.tuple import tuples_of
-from squall.reliability.anchoring import combine
+from squall.reliability.anchoring import Contributions, anchor_edges, combine, keys_of
 from squall.reliability.batch import TupleBatch
 from squall.reliability.bolt_trees import store_anchor_edges
-from squall.reliability.held import ACKED, FAILED, HeldRows, HeldStore
+from squall.reliability.held import ACKED, FAILED, HeldRows, HeldStore, as_run
 
 _U64 = np.uint64
 
@@ -109,3 +109,63 @@ def test_a_held_row_costs_at_most_64_bytes_beyond_its_values():
     store, _ = held([batch(30_000, 6, roots_per_row=(1,))])
     assert len(store) == 20_000
     assert store.nbytes() / len(store) <= 64
+
+
+def test_a_batch_held_at_once_is_the_same_as_row_by_row():
+    """add_batch (the engine's bulk path) keeps exactly what add keeps for every row."""
+    b1, b2 = batch(40, 7), batch(25, 8)
+    one = HeldStore()
+    seq = 0
+    for b in (b1, b2):
+        for t in tuples_of(b):
+            seq += 1
+            one.add(t, seq, 500)
+    one.consolidate()
+    bulk = HeldStore()
+    bulk.add_batch(b1, 0, 500)
+    bulk.add_batch(b2, len(b1), 500)
+    same(rows_of(bulk), rows_of(one))
+    for col in ("off", "src", "seq", "ts", "out", "done", "flag", "gone"):
+        assert getattr(bulk, col).tolist() == getattr(one, col).tolist(), col
+
+
+def test_a_run_of_rows_is_told_from_any_other_rows():
+    assert as_run(np.array([4, 5, 6, 7])) == (4, 8)
+    assert as_run(np.array([9])) == (9, 10)
+    for rows in ([], [3, 5, 4, 6], [3, 3, 5], [2, 4], [5, 4]):  # a permutation, a repeat, a gap, backwards
+        assert as_run(np.array(rows, np.int64)) is None, rows
+
+
+def test_edges_to_held_rows_follow_the_pairwise_rule():
+    """store_anchor_edges (one mix per child, slices for a run of rows) gives the edges, out values
+    and child contributions of the general per-pair rule, for rows with 0 to 3 roots."""
+    for rows in (np.arange(5, 35), np.array([0, 3, 4, 9, 30, 31])):
+        for children, targets in ((np.array([0]), np.array([3])), (np.array([1, 2]), np.array([0, 5, 6]))):
+            store, _ = held([batch(60, 9)])
+            sub = store.sub_anchors(rows)
+            keys = keys_of(sub, 0)
+            n, k = len(rows), len(children)
+            out = np.zeros(n, _U64)
+            expect = anchor_edges(sub, keys, np.tile(np.arange(n), k), np.repeat(children, n),
+                                  np.full(n * k, _U64(77)), np.full(n * k, 2, np.int64),
+                                  targets[np.repeat(children, n)], out).merged(3)
+            got = store_anchor_edges(HeldRows(store, rows), children, targets, 77, 2).merged(3)
+            assert got.off.tolist() == expect.off.tolist()
+            assert got.root.tolist() == expect.root.tolist() and got.val.tolist() == expect.val.tolist()
+            assert store.out[rows].tolist() == out.tolist()
+
+
+def test_folding_contributions_xors_each_childs_repeated_roots():
+    rng = np.random.default_rng(zlib.crc32(b"fold"))
+    for n in (1, 7, 200, 3000):
+        child = np.sort(rng.integers(0, 5, n))
+        root = np.repeat(rng.integers(1, 12, max(n // 3, 1)).astype(_U64), 3)[:n]  # neighbours repeat, as words do
+        if len(root) < n:
+            root = np.concatenate([root, np.ones(n - len(root), _U64)])
+        val = rng.integers(1, 1 << 63, n, dtype=np.uint64)
+        expect: dict[tuple[int, int], int] = {}
+        for c, r, v in zip(child.tolist(), root.tolist(), val.tolist()):
+            expect[(c, r)] = expect.get((c, r), 0) ^ v
+        got = Contributions(child, root, val).folded()
+        assert list(zip(got.child.tolist(), got.root.tolist())) == sorted(expect)
+        assert got.val.tolist() == [expect[key] for key in sorted(expect)]

@@ -106,3 +106,34 @@ def test_a_window_whose_execute_raises_fails_its_tuples_and_the_bolt_goes_on(clu
         errors = cluster.get_errors("w")
         assert len(errors) == 1 and errors[0].component == "win"
         assert "RuntimeError: cannot sum this window" in errors[0].error
+
+
+def test_a_batch_the_window_cannot_hold_fails_its_tuples_with_one_error(monkeypatch):
+    """If holding a batch fails inside squall (here: the store refuses it), the batch's tuples
+    fail at once, with one error for the batch, and the bolt takes later batches."""
+    from squall.reliability.held import HeldStore
+
+    real = HeldStore.add_batch
+    refuse = {"bad"}
+
+    def add_batch(self, batch, seq0, ts):
+        if any(v[0] in refuse for v in batch.values):
+            raise MemoryError("no room for this batch")
+        return real(self, batch, seq0, ts)
+
+    monkeypatch.setattr(HeldStore, "add_batch", add_batch)
+    cluster, spout, tracker = windowed_cluster({"engine": "local"}, Recorder().with_tumbling_window(Count(2)),
+                                               sink=Sink())
+    with cluster:
+        for i in ("a", "bad"):
+            spout.feed([i], i)
+        cluster.wait_idle()
+        for i in ("c", "d"):
+            spout.feed([i], i)
+        cluster.wait_idle()
+        assert sorted(tracker.failed) == ["a", "bad"]
+        assert sorted(tracker.acked) == ["c", "d"]
+        errors = cluster.get_errors("w")
+        assert len(errors) == 1 and errors[0].component == "win"
+        assert "MemoryError: no room for this batch" in errors[0].error
+        assert "a batch of 2 row(s)" in str(errors[0].values)
