@@ -30,15 +30,20 @@ def group_children(component: str, task_id: int, n_streams: int, ix: EmitIndex,
         groups = np.split(order, np.flatnonzero(skey[1:] != skey[:-1]) + 1)
     else:
         groups = [np.arange(nc)]
-    values = np.fromiter(ix.values, dtype=object, count=len(ix.values))
-    if nc != len(values) or not (ce == np.arange(nc)).all():
-        values = values[ce]
+    one_each = nc == len(ix.values) and bool((ce == np.arange(nc)).all())  # a child per emit, in order
+    if len(groups) == 1 and one_each:  # every child to one place (global grouping, one task): the list as is
+        values = None
+    else:
+        values = np.fromiter(ix.values, dtype=object, count=len(ix.values))
+        if not one_each:
+            values = values[ce]
     tracked = anchors is not None and len(anchors.root) > 0
     out: list[tuple[int, TupleBatch]] = []
     for idx in groups:
         first = int(idx[0])
         so: StreamOut = ix.streams[int(ce[first])]
-        batch = TupleBatch(component, so.stream, so.fields, task_id, values[idx].tolist())
+        rows = list(ix.values) if values is None else values[idx].tolist()
+        batch = TupleBatch(component, so.stream, so.fields, task_id, rows)
         if tracked:
             counts = anchors.counts[idx]
             if counts.any():

@@ -8,12 +8,14 @@ compute ids and acks for a whole batch at once, and pickles compactly.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 _U64 = np.uint64
 _FIELD_INDEX: dict[tuple[str, ...], dict[str, int]] = {}
+_first = itemgetter(0)
 
 
 def field_index_of(fields: tuple[str, ...]) -> dict[str, int]:
@@ -36,6 +38,18 @@ def pack_offsets(off: np.ndarray | None) -> np.ndarray | int | None:
 
 def unpack_offsets(off: np.ndarray | int | None) -> np.ndarray | None:
     return np.arange(off + 1, dtype=np.int64) if type(off) is int else off
+
+
+def pack_values(values: list, nfields: int) -> list | tuple:
+    """Rows as they travel: a one-field stream's rows (a word count's words) as one flat list in
+    a tuple, so unpickling makes no list per row (160,000 words: 32 -> 21 ms with the rebuild)."""
+    if nfields == 1 and len(values) >= 64 and set(map(len, values)) == {1}:
+        return (list(map(_first, values)),)
+    return values
+
+
+def unpack_values(values: list | tuple) -> list:
+    return [[v] for v in values[0]] if type(values) is tuple else values
 
 
 def run_starts(a: np.ndarray) -> np.ndarray:
@@ -94,12 +108,13 @@ class TupleBatch:
         return single_row(self.component, self.stream, self.fields, self.source_task, self.values[row], roots, vals)
 
     def __getstate__(self) -> tuple:
-        return (self.component, self.stream, self.fields, self.source_task, self.values,
+        return (self.component, self.stream, self.fields, self.source_task, pack_values(self.values, len(self.fields)),
                 pack_offsets(self.anc_off), pack_roots(self.anc_root), self.anc_val)
 
     def __setstate__(self, state: tuple) -> None:
-        (self.component, self.stream, self.fields, self.source_task, self.values,
+        (self.component, self.stream, self.fields, self.source_task, values,
          off, roots, self.anc_val) = state
+        self.values = unpack_values(values)
         self.anc_off = unpack_offsets(off)
         self.anc_root = unpack_roots(roots)
         self._findex = field_index_of(self.fields)

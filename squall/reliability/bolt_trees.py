@@ -136,7 +136,7 @@ def store_anchor_edges(h: HeldRows, children: np.ndarray, ct: np.ndarray, exec_k
     if len(rows) < len(h.rows):
         sub = store.sub_anchors(rows)
         counts = sub.counts
-    keys = keys_of(sub, 0)
+    keys = store.keys(rows)
     n = len(rows)
     edges = [edge_ids_for_child(keys, exec_key, ordinal, int(t)) for t in ct[children].tolist()]
     out = edges[0].copy()

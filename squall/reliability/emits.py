@@ -22,6 +22,8 @@ from squall.reliability.held import HeldRows
 _I64 = np.int64
 _get_b = attrgetter("_b")
 _get_i = attrgetter("_i")
+_COLUMNS = (itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3))  # stream out, values, anchors, targets
+_row = itemgetter(4)
 _first = itemgetter(0)
 _NONE = type(None)
 
@@ -32,8 +34,8 @@ class EmitIndex:
     (emit, input row) anchor pairs inside the batch, anchors from other batches (held tuples),
     each emit's input row and its ordinal within that input's execute."""
 
-    values: tuple
-    streams: tuple
+    values: Sequence
+    streams: Sequence
     child_emit: np.ndarray
     child_target: np.ndarray
     pair_emit: np.ndarray
@@ -64,8 +66,9 @@ def children_of(targets: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     """Index a bolt batch's emits, (stream out, values, anchors, targets, input row) each."""
     ne = len(emits)
-    streams, values, ancs, targets, rows = zip(*emits)
-    rows_a = np.fromiter(rows, _I64, ne)
+    # one C-level map per column: a third of zip(*emits)'s time on 80,000 emits
+    streams, values, ancs, targets = (list(map(g, emits)) for g in _COLUMNS)
+    rows_a = np.fromiter(map(_row, emits), _I64, ne)
     change = np.ones(ne, bool)
     np.not_equal(rows_a[1:], rows_a[:-1], out=change[1:])
     starts = np.flatnonzero(change)
@@ -77,7 +80,7 @@ def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     held: list[tuple[int, HeldRows]] = []
     multi = False
     kinds = set(map(type, ancs))
-    if kinds == {Tuple} and set(map(id, map(_get_b, ancs))) == {id(batch)}:
+    if kinds == {Tuple} and set(map(_get_b, ancs)) == {batch}:  # batches hash by identity
         pair_emit = np.arange(ne)  # the common case: each emit anchored to one input of this batch
         pair_row = np.fromiter(map(_get_i, ancs), _I64, ne)
     elif kinds != {_NONE}:

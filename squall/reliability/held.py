@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from squall.reliability.anchoring import Anchors, ack_messages, expand, roots_of_rows
+from squall.reliability.anchoring import Anchors, ack_messages, expand, keys_of, roots_of_rows
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -68,6 +68,7 @@ class HeldStore:
         self.gone = np.zeros(0, bool)  # dropped at the next release
         self._pending: list[tuple[Any, int, int, int]] = []  # (batch, row, seq, ts) not yet columns
         self._floor = 0  # every row below it is gone (a hint for bounded scans; 0 after a release)
+        self._keys: np.ndarray | None = None  # row identities (keys_of) of rows 0.., until the next release
         self._acks: list[np.ndarray] = []
         self._fails: list[tuple[np.ndarray, Any]] = []
 
@@ -196,6 +197,18 @@ class HeldStore:
         _, pos = expand(self.off[rows], counts)
         return Anchors(off, self.root[pos], self.val[pos])
 
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """The identity of each of `rows` (keys_of: what its edges are mixed from). A row is in
+        many windows, so each row's key is computed once and kept until the next release (not
+        held: it is dropped then, and not pickled)."""
+        n = len(self.values)
+        have = 0 if self._keys is None else len(self._keys)
+        if have < n:
+            self.consolidate()
+            tail = keys_of(self._run_anchors(have, n), have)
+            self._keys = tail if self._keys is None else np.concatenate([self._keys, tail])
+        return self._keys[rows]
+
     def _run_anchors(self, a: int, b: int) -> Anchors:
         lo, hi = int(self.off[a]), int(self.off[b])
         return Anchors(self.off[a:b + 1] - lo, self.root[lo:hi], self.val[lo:hi])
@@ -238,6 +251,7 @@ class HeldStore:
     def release(self) -> None:
         """Drop the rows marked gone (positions change: only at the task's flush)."""
         self.consolidate()
+        self._keys = None
         if not self.gone.any():
             return
         self._floor = 0
@@ -262,4 +276,4 @@ class HeldStore:
 
     def __getstate__(self) -> dict:
         self.consolidate()
-        return {k: v for k, v in self.__dict__.items()}
+        return {k: (None if k == "_keys" else v) for k, v in self.__dict__.items()}

@@ -73,3 +73,18 @@ def test_roots_in_long_runs_are_run_length_coded():
     split = _tuple_batch([1] * 1000, run=10)
     unique = _tuple_batch([1] * 1000, run=1)
     assert len(pickle.dumps(split)) < len(pickle.dumps(unique)) - 6000  # 900 roots not sent
+
+
+@pytest.mark.parametrize("rows", [
+    [[f"w{i}"] for i in range(300)],  # a one-field stream: travels as one flat list
+    [[i % 7] for i in range(10)],  # too few rows to bother
+    [["a"]] * 70 + [["b", "c"]] + [[None]] * 10,  # a row of another length: as it is
+])
+def test_one_field_rows_come_back_as_rows_of_their_own(rows):
+    b = TupleBatch("split", "default", ("word",), 4, [list(r) for r in rows])
+    got = pickle.loads(pickle.dumps(b))
+    assert got.values == rows
+    assert all(type(v) is list for v in got.values)
+    assert len({id(v) for v in got.values}) == len(rows)  # each row its own list: a bolt may change it
+    packed = b.__getstate__()[4]
+    assert (type(packed) is tuple) == (len(rows) >= 64 and all(len(r) == 1 for r in rows))

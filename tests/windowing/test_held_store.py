@@ -3,6 +3,7 @@ consolidation and release, and anchoring many rows then acking them balances eve
 
 from __future__ import annotations
 
+import pickle
 import zlib
 
 import numpy as np
@@ -169,3 +170,17 @@ def test_folding_contributions_xors_each_childs_repeated_roots():
         got = Contributions(child, root, val).folded()
         assert list(zip(got.child.tolist(), got.root.tolist())) == sorted(expect)
         assert got.val.tolist() == [expect[key] for key in sorted(expect)]
+
+
+def test_row_keys_are_kept_until_the_next_release_and_match_their_rows():
+    store = HeldStore()
+    store.add_batch(batch(30, 10, roots_per_row=(1, 2)), 0, 0)
+    first = store.keys(np.arange(30))
+    store.add_batch(batch(20, 11, roots_per_row=(1, 3)), 30, 0)  # more rows: their keys join the kept ones
+    for rows in (np.arange(50), np.array([2, 31, 49])):
+        assert store.keys(rows).tolist() == keys_of(store.sub_anchors(rows), 0).tolist()
+    assert store.keys(np.arange(30)).tolist() == first.tolist()
+    store.gone[:10] = True
+    store.release()  # positions change: keys are computed again for the rows now there
+    assert store.keys(np.arange(40)).tolist() == keys_of(store.sub_anchors(np.arange(40)), 0).tolist()
+    assert pickle.loads(pickle.dumps(store))._keys is None  # not carried with the state
