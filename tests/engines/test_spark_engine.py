@@ -385,3 +385,39 @@ def test_poison_root_isolated_and_dead_lettered(spark_session, tmp_path):
         assert {k for _, k in spout.fail_reasons} == {"lost"}
         assert {m for m, _ in spout.fail_reasons} >= {0, 1, 3, 4}
         assert coord.lost_waves >= 3
+
+
+class Hoard(Bolt):
+    """The last level: acks everything and keeps a large attribute (its State is ~2 MB)."""
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+        self.seen = []
+        self.ballast = os.urandom(2 << 20)
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        self.seen.append(t[0])
+        self.c.ack(t)
+
+
+def test_a_last_level_holding_much_stops_sending_its_state_to_the_driver(spark_session):
+    """The driver collects the last level's output whole while its States are small; once they
+    are big, Spark filters them out, and the topology goes on the same."""
+    feeder, tracker, _ = join_topology()
+    b = TopologyBuilder()
+    b.set_spout("src", feeder)
+    b.set_bolt("join", CountAndJoin(), parallelism=2).fields_grouping("src", ["key"])
+    b.set_bolt("hoard", Hoard()).shuffle_grouping("join")
+    with LocalCluster(simulated_time=True, engine="spark", spark=spark_session) as cluster:
+        cluster.submit_topology("h", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, b.create_topology())
+        ex = cluster.coordinator("h").executor
+        assert ex._collect_raw  # noqa: SLF001 - the executor's mode is what this test is about
+        for rnd in range(3):
+            for k in range(4):
+                feeder.feed([f"k{k}", "right"], rnd * 4 + k)
+            cluster.wait_idle()
+        assert not ex._collect_raw  # noqa: SLF001
+        assert sorted(tracker.acked) == list(range(12)) and not tracker.failed

@@ -38,6 +38,7 @@ from squall.reliability.batch import TupleBatch
 log = logging.getLogger("squall")
 
 CHECKPOINT_EVERY_WAVES = 25
+RAW_COLLECT_STATE_BYTES = 1 << 20  # last-level States bigger than this in all: filtered out in Spark instead
 
 
 def strip_spouts(topology: StormTopology) -> StormTopology:
@@ -84,6 +85,7 @@ class SparkExecutor:
         self.uid = uuid.uuid4().hex
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         self._state: list[Any] = []  # per level: the last wave's persisted output (carries the instances)
+        self._collect_raw = True  # collect the last level's output whole while its States stay small
         self.waves = 0
         try:
             self.ui_url = self.sc.uiWebUrl
@@ -121,20 +123,23 @@ class SparkExecutor:
         for level in range(1, depth + 1):
             fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None, now)
             if level == 1:
-                base = prev[0] if prev else sc.parallelize([], width1)
+                base = _raw(sc, prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd)
                 out = base.mapPartitionsWithIndex(fn)
             else:
-                part_fn = worker.LEVEL_PARTITIONERS[level - 1]
-                shuffled = outs[-1].mapPartitions(worker.not_state).partitionBy(layout.width(level), part_fn)
+                shuffled = self._shuffle(outs[-1], layout.width(level), worker.LEVEL_PARTITIONERS[level - 1])
                 if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
                     # level takes its State from the cached side and leaves the rest (records carry their wave)
                     shuffled = shuffled.union(prev[level - 1])
                 out = shuffled.mapPartitionsWithIndex(fn, preservesPartitioning=True)
+            out._bypass_serializer = True  # its step writes bytes keyed for the shuffle (worker.keyed_for_shuffle)
             out.persist()
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        if self.ackers == 1:  # the driver folds the last level's rows itself: no acker stage (one less per wave)
+        raw = self.ackers == 1 and self._collect_raw
+        if raw:  # the last level's cached output as it is: no Python pass, its (small) States come along
+            acks = _raw(sc, outs[-1]._jrdd)
+        elif self.ackers == 1:  # the driver folds the last level's rows itself: no acker stage (one less per wave)
             acks = outs[-1].mapPartitions(worker.to_driver)
         else:
             acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
@@ -145,11 +150,27 @@ class SparkExecutor:
             for out in outs:
                 out.unpersist(blocking=False)
             raise WaveLost(_short_error(e) + spark_log_note()) from e
+        if raw:
+            rows, state_bytes = worker.driver_records(rows)
+            if state_bytes > RAW_COLLECT_STATE_BYTES:
+                self._collect_raw = False  # the last level holds much: leave its States behind from now on
         for old in prev:
             old.unpersist(blocking=False)
         self._state = outs
         self.waves += 1
         return self._output(rows)
+
+    def _shuffle(self, keyed: Any, n: int, part_fn: Any) -> Any:
+        """A level's cached, keyed output shuffled to the next level's `n` partitions in the JVM:
+        PySpark's partitionBy without its Python pass (the level's step keyed it already)."""
+        from pyspark.core.rdd import Partitioner  # noqa: PLC0415
+
+        jvm = self.sc._jvm
+        pairs = jvm.PairwiseRDD(keyed._jrdd.rdd()).asJavaPairRDD()
+        jrdd = jvm.PythonRDD.valueOfPair(pairs.partitionBy(jvm.PythonPartitioner(n, id(part_fn))))
+        rdd = _raw(self.sc, jrdd)
+        rdd.partitioner = Partitioner(n, part_fn)
+        return rdd
 
     def _output(self, rows: list[tuple]) -> WaveOutput:
         out = WaveOutput()
@@ -176,6 +197,14 @@ class SparkExecutor:
             self._blob.unpersist()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _raw(sc: Any, jrdd: Any) -> Any:
+    """An RDD whose elements reach Python as the bytes they are (worker.records_of reads them)."""
+    from pyspark import RDD  # noqa: PLC0415
+    from pyspark.serializers import NoOpSerializer  # noqa: PLC0415
+
+    return RDD(jrdd, sc, NoOpSerializer())
 
 
 def _short_error(e: BaseException) -> str:

@@ -2,7 +2,12 @@
 level's stage), and the acker's reduce. Knows the record kinds that travel between
 partitions, nothing of any bolt.
 
-Records are (destination partition, record) pairs; the record kinds are in records.py.
+Records are (destination partition, record) pairs; the record kinds are in records.py. A
+level's step writes them already keyed for the shuffle to the next level (what PySpark's
+partitionBy would make in a second Python pass): an 8-byte partition key, then a pickled list
+of the pairs for that partition. The JVM caches that output (the task's State for its next
+wave is in it) and shuffles it as it is, so each task of a wave is one Python pass. Tasks read
+raw elements (`records_of`): the shuffle's pickled lists and, from the cache, keys and lists.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pyspark.serializers import pack_long
 
 from squall.api.config import Config, component_conf
 from squall.engine.bolt_task import BoltTask
@@ -24,6 +30,7 @@ from squall.engine.task_kinds import bolt_task_class
 from squall.reliability.anchoring import combine
 
 _U64 = np.uint64
+KEY_BYTES = len(pack_long(0))  # a partition key in a level's keyed output
 
 
 @dataclass(frozen=True)
@@ -104,15 +111,43 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
         # they ran up, so no collection scans a wave's worth of objects still alive (it did on
         # every task's return: 9% of the workers' CPU on word count).
         with gc_paused(setup[1].get(Config.SQUALL_GC_TUNE, True)):
-            # the cached side (last wave's output of this level) gives its State; the rest is last wave's
-            records = [r for _, r in it if type(r) is State or r.wave == wave]
+            records = this_wave(records_of(it), wave)
             if level == 1 and spout_in and p in spout_in:
                 records.extend(pickle.loads(spout_in[p]))
             out = _run_partition(uid, setup, wave, level, p, records, now)
             del records
-        return iter(out)
+            keyed = keyed_for_shuffle(out)
+        return iter(keyed)
 
     return run
+
+
+def records_of(it: Iterable[bytes]) -> Iterator[tuple[int, tuple]]:
+    """The (partition, record) pairs in a task's raw input: pickled lists of pairs, and (in a
+    level's cached output) the 8-byte partition key before each list, skipped here."""
+    for b in it:
+        if len(b) != KEY_BYTES:  # a pickled list of pairs is never 8 bytes long
+            yield from pickle.loads(b)
+
+
+def this_wave(pairs: Iterable[tuple[int, tuple]], wave: int) -> list[tuple]:
+    """A level's records for this wave: its own State, from its output of an earlier wave (the
+    cached side), and this wave's records. The level before's State, of this wave, came along
+    in the shuffle and is not this task's."""
+    return [r for _, r in pairs if (r.wave < wave if type(r) is State else r.wave == wave)]
+
+
+def keyed_for_shuffle(out: list[tuple[int, tuple]]) -> list[bytes]:
+    """`out` as the JVM's PairwiseRDD takes it: per destination partition, its key, then the
+    pickled list of its (partition, record) pairs."""
+    by_dest: dict[int, list[tuple[int, tuple]]] = {}
+    for pair in out:
+        by_dest.setdefault(pair[0], []).append(pair)
+    keyed: list[bytes] = []
+    for dest, pairs in by_dest.items():
+        keyed.append(pack_long(dest))
+        keyed.append(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL))
+    return keyed
 
 
 def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
@@ -174,21 +209,29 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
     return out
 
 
-def not_state(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
-    return (kr for kr in it if type(kr[1]) is not State)
-
-
-def to_driver(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple]:
+def to_driver(it: Iterable[bytes]) -> Iterator[tuple]:
     """With one acker, the last level's acks (folded per partition), failures and reports go
     straight to the driver, which folds them across partitions: no acker stage."""
-    return (rec for _, rec in it if type(rec) is not State)
+    return (rec for _, rec in records_of(it) if type(rec) is not State)
+
+
+def driver_records(raw: Iterable[bytes]) -> tuple[list[tuple], int]:
+    """The last level's cached output collected as it is (no Python pass in Spark): its records
+    but the States, and how many bytes those States were (they crossed to the driver for nothing)."""
+    records, state_bytes = [], 0
+    for _, rec in records_of(raw):
+        if type(rec) is State:
+            state_bytes += len(rec.blob)
+        else:
+            records.append(rec)
+    return records, state_bytes
 
 
 def to_ackers(ackers: int) -> Any:
     k = _U64(ackers)
 
-    def route(it: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, tuple]]:
-        for _, rec in it:
+    def route(it: Iterable[bytes]) -> Iterator[tuple[int, tuple]]:
+        for _, rec in records_of(it):  # a State is none of these kinds: it stays behind
             kind = type(rec)
             if kind is Acks:
                 if ackers == 1:

@@ -1,0 +1,42 @@
+"""A level's Spark step writes its records keyed for the shuffle; every reader (the next level,
+the same level's next wave from the cache, the driver) gets back exactly its records."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from squall.engine.spark.records import Acks, Inputs, Report, State
+from squall.engine.spark.worker import KEY_BYTES, driver_records, keyed_for_shuffle, records_of, this_wave
+
+
+def _out(wave: int) -> list[tuple[int, tuple]]:
+    return [(0, State(wave, b"s" * 100)), (1, Inputs(wave, [b"batch-a"])), (0, Inputs(wave, [b"batch-b"])),
+            (1, Acks(wave, np.array([3, 4], np.uint64), np.array([5, 6], np.uint64))),
+            (1, Report(wave, "c", 7, (1, 0, 0, 0, 0.0, 0, 0.0), [], None, None))]
+
+
+def test_keyed_output_comes_back_as_the_same_pairs_grouped_by_destination():
+    out = _out(5)
+    keyed = keyed_for_shuffle(out)
+    keys = keyed[0::2]
+    assert all(len(k) == KEY_BYTES for k in keys) and len(keys) == 2  # one list per destination
+    assert all(len(v) != KEY_BYTES for v in keyed[1::2])
+    got = list(records_of(keyed))
+    assert sorted(repr(p) for p in got) == sorted(repr(p) for p in out)
+    assert repr(list(records_of(keyed[1::2]))) == repr(got)  # the shuffle hands on the lists without their keys
+
+
+def test_a_task_keeps_its_own_earlier_state_and_this_waves_records_only():
+    cached = keyed_for_shuffle(_out(4))  # its own output of the wave before
+    shuffled = keyed_for_shuffle(_out(5))[1::2]  # the level before's output of this wave, State included
+    got = this_wave(records_of(shuffled + cached), 5)
+    states = [r for r in got if type(r) is State]
+    assert [s.wave for s in states] == [4]  # its own; the level before's State is not its
+    assert {r.wave for r in got if type(r) is not State} == {5}
+    assert len(got) == 1 + 4
+
+
+def test_the_driver_gets_every_record_but_the_states_and_their_size():
+    records, state_bytes = driver_records(keyed_for_shuffle(_out(9)))
+    assert state_bytes == 100
+    assert [type(r).__name__ for r in records].count("State") == 0 and len(records) == 4
