@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
-from squall.engine.spark.executor import CHECKPOINT_EVERY_WAVES
+from squall.engine.spark.executor import CHECKPOINT_EVERY_WAVES, STATE_SHUFFLE_BYTES
 from squall.testing import AckFailMapTracker, FeederSpout
 from tests.support.engine_processes import kill_python_workers
 
@@ -388,36 +388,46 @@ def test_poison_root_isolated_and_dead_lettered(spark_session, tmp_path):
 
 
 class Hoard(Bolt):
-    """The last level: acks everything and keeps a large attribute (its State is ~2 MB)."""
+    """Keeps a large attribute (its State is ~2 MB), passes each tuple on anchored, acks it."""
 
     def prepare(self, conf, context, collector):
         self.c = collector
-        self.seen = []
         self.ballast = os.urandom(2 << 20)
 
     def declare_output_fields(self, d):
-        pass
+        d.declare(["key"])
 
     def execute(self, t):
-        self.seen.append(t[0])
+        self.c.emit([t[0]], anchors=t)
         self.c.ack(t)
 
 
-def test_a_last_level_holding_much_stops_sending_its_state_to_the_driver(spark_session):
-    """The driver collects the last level's output whole while its States are small; once they
-    are big, Spark filters them out, and the topology goes on the same."""
+def test_levels_holding_much_leave_their_states_behind(spark_session):
+    """A level's small States travel with its output (no filtering pass); big ones (a middle
+    level's and the last level's, ~2 MB each) are left out before the shuffle and the collect,
+    and the topology runs the same."""
     feeder, tracker, _ = join_topology()
     b = TopologyBuilder()
     b.set_spout("src", feeder)
     b.set_bolt("join", CountAndJoin(), parallelism=2).fields_grouping("src", ["key"])
     b.set_bolt("hoard", Hoard()).shuffle_grouping("join")
-    with LocalCluster(simulated_time=True, engine="spark", spark=spark_session) as cluster:
+    b.set_bolt("last", Hoard()).shuffle_grouping("hoard")
+    with LocalCluster(simulated_time=True, engine="spark", spark=spark_session, capture=True) as cluster:
         cluster.submit_topology("h", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, b.create_topology())
-        ex = cluster.coordinator("h").executor
-        assert ex._collect_raw  # noqa: SLF001 - the executor's mode is what this test is about
+        coord = cluster.coordinator("h")
         for rnd in range(3):
             for k in range(4):
                 feeder.feed([f"k{k}", "right"], rnd * 4 + k)
             cluster.wait_idle()
-        assert not ex._collect_raw  # noqa: SLF001
+        ex = coord.executor
+        sizes = [ex._level_state_bytes(level) for level in (1, 2, 3)]  # noqa: SLF001 - what picks the path
+        assert sizes[0] < STATE_SHUFFLE_BYTES < min(sizes[1:])
         assert sorted(tracker.acked) == list(range(12)) and not tracker.failed
+        assert sum(len(v) for v in coord.captured["last"]["default"].values()) == 12
+        # the last wave's job: the hoard level's ~2 MB State did not go into its shuffle to "last"
+        sc = spark_session.sparkContext
+        job = max(sc.statusTracker().getJobIdsForGroup(f"squall-{ex.uid[:8]}"))
+        store = sc._jsc.sc().statusStore()
+        stages = [int(x) for x in store.job(job).stageIds().mkString(",").split(",") if x]
+        written = sum(store.lastStageAttempt(sid).shuffleWriteBytes() for sid in stages)
+        assert 0 < written < STATE_SHUFFLE_BYTES

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from squall.engine.spark.records import Acks, Inputs, Report, State
-from squall.engine.spark.worker import KEY_BYTES, driver_records, keyed_for_shuffle, records_of, this_wave
+from squall.engine.spark.worker import (
+    KEY_BYTES,
+    STATE_KEY,
+    keyed_for_shuffle,
+    records_of,
+    this_wave,
+    without_states,
+)
 
 
 def _out(wave: int) -> list[tuple[int, tuple]]:
@@ -19,7 +26,7 @@ def test_keyed_output_comes_back_as_the_same_pairs_grouped_by_destination():
     out = _out(5)
     keyed = keyed_for_shuffle(out)
     keys = keyed[0::2]
-    assert all(len(k) == KEY_BYTES for k in keys) and len(keys) == 2  # one list per destination
+    assert all(len(k) == KEY_BYTES for k in keys) and len(keys) == 3  # one list per destination, the State alone
     assert all(len(v) != KEY_BYTES for v in keyed[1::2])
     got = list(records_of(keyed))
     assert sorted(repr(p) for p in got) == sorted(repr(p) for p in out)
@@ -36,7 +43,11 @@ def test_a_task_keeps_its_own_earlier_state_and_this_waves_records_only():
     assert len(got) == 1 + 4
 
 
-def test_the_driver_gets_every_record_but_the_states_and_their_size():
-    records, state_bytes = driver_records(keyed_for_shuffle(_out(9)))
-    assert state_bytes == 100
-    assert [type(r).__name__ for r in records].count("State") == 0 and len(records) == 4
+def test_states_travel_alone_and_are_left_out_by_their_key():
+    keyed = keyed_for_shuffle(_out(9))
+    flagged = [k for k in keyed[0::2] if int.from_bytes(k, "big", signed=True) & STATE_KEY]
+    assert len(flagged) == 1  # the State, alone under its partition's key with STATE_KEY set
+    kept = list(without_states(keyed))
+    assert len(kept) == len(keyed) - 2 and all(len(k) == KEY_BYTES for k in kept[0::2])
+    assert [type(r).__name__ for _, r in records_of(kept)].count("State") == 0
+    assert len(list(records_of(kept))) == 4

@@ -38,7 +38,7 @@ from squall.reliability.batch import TupleBatch
 log = logging.getLogger("squall")
 
 CHECKPOINT_EVERY_WAVES = 25
-RAW_COLLECT_STATE_BYTES = 1 << 20  # last-level States bigger than this in all: filtered out in Spark instead
+STATE_SHUFFLE_BYTES = 1 << 20  # a level's States bigger than this in all stay behind (worker.without_states)
 
 
 def strip_spouts(topology: StormTopology) -> StormTopology:
@@ -85,7 +85,9 @@ class SparkExecutor:
         self.uid = uuid.uuid4().hex
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         self._state: list[Any] = []  # per level: the last wave's persisted output (carries the instances)
-        self._collect_raw = True  # collect the last level's output whole while its States stay small
+        # per task: its State's size after its last report; a level whose States are big in all
+        # filters them out (a Python pass) before its output is shuffled or collected
+        self._state_bytes: dict[tuple[int, int], int] = {}
         self.waves = 0
         try:
             self.ui_url = self.sc.uiWebUrl
@@ -126,7 +128,11 @@ class SparkExecutor:
                 base = _raw(sc, prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd)
                 out = base.mapPartitionsWithIndex(fn)
             else:
-                shuffled = self._shuffle(outs[-1], layout.width(level), worker.LEVEL_PARTITIONERS[level - 1])
+                before = outs[-1]
+                if self._level_state_bytes(level - 1) > STATE_SHUFFLE_BYTES:  # leave its big States behind
+                    before = before.mapPartitions(worker.without_states)
+                    before._bypass_serializer = True
+                shuffled = self._shuffle(before, layout.width(level), worker.LEVEL_PARTITIONERS[level - 1])
                 if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
                     # level takes its State from the cached side and leaves the rest (records carry their wave)
                     shuffled = shuffled.union(prev[level - 1])
@@ -136,11 +142,11 @@ class SparkExecutor:
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        raw = self.ackers == 1 and self._collect_raw
+        raw = self.ackers == 1 and self._level_state_bytes(depth) <= STATE_SHUFFLE_BYTES
         if raw:  # the last level's cached output as it is: no Python pass, its (small) States come along
             acks = _raw(sc, outs[-1]._jrdd)
         elif self.ackers == 1:  # the driver folds the last level's rows itself: no acker stage (one less per wave)
-            acks = outs[-1].mapPartitions(worker.to_driver)
+            acks = outs[-1].mapPartitions(worker.without_states).mapPartitions(worker.to_driver)
         else:
             acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
                     .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce))
@@ -151,14 +157,15 @@ class SparkExecutor:
                 out.unpersist(blocking=False)
             raise WaveLost(_short_error(e) + spark_log_note()) from e
         if raw:
-            rows, state_bytes = worker.driver_records(rows)
-            if state_bytes > RAW_COLLECT_STATE_BYTES:
-                self._collect_raw = False  # the last level holds much: leave its States behind from now on
+            rows = list(worker.to_driver(rows))
         for old in prev:
             old.unpersist(blocking=False)
         self._state = outs
         self.waves += 1
         return self._output(rows)
+
+    def _level_state_bytes(self, level: int) -> int:
+        return sum(b for (lv, _), b in self._state_bytes.items() if lv == level)
 
     def _shuffle(self, keyed: Any, n: int, part_fn: Any) -> Any:
         """A level's cached, keyed output shuffled to the next level's `n` partitions in the JVM:
@@ -185,6 +192,8 @@ class SparkExecutor:
                 out.fail_reasons.extend(rec.reasons)
             elif kind is Report:
                 out.add_report(rec.component, rec.task, rec.counters, rec.errors, rec.captured, rec.metrics)
+                if rec.task in self.layout.loc:
+                    self._state_bytes[self.layout.loc[rec.task]] = rec.state_bytes
         if roots:
             out.ack_roots, out.ack_vals = combine(np.concatenate(roots), np.concatenate(vals))
         return out

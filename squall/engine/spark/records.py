@@ -64,3 +64,4 @@ class Report(NamedTuple):
     errors: list
     captured: Any
     metrics: Any = None  # the task's user metrics of the wave (squall.api.metrics.TaskMetrics.take)
+    state_bytes: int = 0  # the size of the task's State after the wave (the driver picks how levels shuffle)

@@ -31,6 +31,7 @@ from squall.reliability.anchoring import combine
 
 _U64 = np.uint64
 KEY_BYTES = len(pack_long(0))  # a partition key in a level's keyed output
+STATE_KEY = 1 << 40  # set in a State's key; the JVM's partitioner takes the key's low 32 bits
 
 
 @dataclass(frozen=True)
@@ -139,15 +140,28 @@ def this_wave(pairs: Iterable[tuple[int, tuple]], wave: int) -> list[tuple]:
 
 def keyed_for_shuffle(out: list[tuple[int, tuple]]) -> list[bytes]:
     """`out` as the JVM's PairwiseRDD takes it: per destination partition, its key, then the
-    pickled list of its (partition, record) pairs."""
+    pickled list of its (partition, record) pairs. The State goes alone, under its partition's
+    key with STATE_KEY set, so `without_states` can leave it out reading keys only."""
     by_dest: dict[int, list[tuple[int, tuple]]] = {}
     for pair in out:
-        by_dest.setdefault(pair[0], []).append(pair)
+        dest = pair[0] | STATE_KEY if type(pair[1]) is State else pair[0]
+        by_dest.setdefault(dest, []).append(pair)
     keyed: list[bytes] = []
     for dest, pairs in by_dest.items():
         keyed.append(pack_long(dest))
         keyed.append(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL))
     return keyed
+
+
+def without_states(it: Iterable[bytes]) -> Iterator[bytes]:
+    """A level's keyed output without its States, still keyed (keys and values alternate): what
+    a level holding much shuffles on, so its States do not travel to the next level."""
+    it = iter(it)
+    for key in it:
+        value = next(it)
+        if not int.from_bytes(key, "big", signed=True) & STATE_KEY:  # pack_long's inverse
+            yield key
+            yield value
 
 
 def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
@@ -189,10 +203,11 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         vals.extend(res.ack_vals)
         if res.fail_roots:
             other.append(Fails(wave, res.fail_roots, res.fail_reasons))
+        state = State(wave, task.snapshot(cloudpickle.dumps))
         if res.executed or res.errors or res.captured or res.metrics:
             captured = portable_captured(res.captured) if res.captured else res.captured
-            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics))
-        state = State(wave, task.snapshot(cloudpickle.dumps))
+            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics,
+                                len(state.blob)))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     out: list[tuple[int, tuple]] = [(p, state)]  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():
@@ -213,18 +228,6 @@ def to_driver(it: Iterable[bytes]) -> Iterator[tuple]:
     """With one acker, the last level's acks (folded per partition), failures and reports go
     straight to the driver, which folds them across partitions: no acker stage."""
     return (rec for _, rec in records_of(it) if type(rec) is not State)
-
-
-def driver_records(raw: Iterable[bytes]) -> tuple[list[tuple], int]:
-    """The last level's cached output collected as it is (no Python pass in Spark): its records
-    but the States, and how many bytes those States were (they crossed to the driver for nothing)."""
-    records, state_bytes = [], 0
-    for _, rec in records_of(raw):
-        if type(rec) is State:
-            state_bytes += len(rec.blob)
-        else:
-            records.append(rec)
-    return records, state_bytes
 
 
 def to_ackers(ackers: int) -> Any:
