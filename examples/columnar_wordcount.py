@@ -84,6 +84,9 @@ class ColumnSentenceSpout(Spout):
     def ack(self, msg_id: Any) -> None:
         self.acked += 1
 
+    def ack_batch(self, msg_ids: list) -> None:  # a wave's acks at once (squall's own, see Spout.ack_batch)
+        self.acked += len(msg_ids)
+
     def fail(self, msg_id: Any, reason: Any = None) -> None:
         self.failed += 1
         tries = self.retries.get(msg_id, 0)

@@ -55,6 +55,14 @@ class Spout(Component):
     def ack(self, msg_id: Any) -> None:
         """The tree of `msg_id` is fully processed."""
 
+    def ack_batch(self, msg_ids: list) -> None:
+        """Optional (squall's own): the trees of all of `msg_ids` are fully processed. The
+        coordinator calls it once per spout task and wave, in place of `ack` for each, when a
+        spout defines it: a spout that emits many tuples at once (`emit_batch`) can settle them
+        at once too (one broker call, one counter update). This default acks each."""
+        for m in msg_ids:
+            self.ack(m)
+
     def fail(self, msg_id: Any, reason: Any = None) -> None:
         """The tree of `msg_id` failed or timed out: replay it (emit it again) if it should be.
 

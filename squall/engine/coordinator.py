@@ -6,12 +6,11 @@ and calls `ack`/`fail` on the spouts. Timeouts rotate here, on the coordinator's
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -40,12 +39,7 @@ MAX_ERRORS_KEPT = 1000
 WAVE_TUPLES_CAP = 200_000  # spout tuples per wave at most, however cheap tuples are (driver memory)
 
 
-def _takes_reason(fn: Callable) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+_msg_id, _emit_time = itemgetter(1), itemgetter(2)  # of PendingTrees.pop_many's (root, msg id, emit time)
 
 
 @dataclass
@@ -92,7 +86,6 @@ class Coordinator:
             for i in range(spec.parallelism):
                 self.spouts.append(SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture))
         self._spout_by_task = {s.task_id: s for s in self.spouts}
-        self._fail_takes_reason = {s.task_id: _takes_reason(s.spout.fail) for s in self.spouts}
         self.pending = PendingTrees()  # root -> (spout task, msg id, emit time) of every pending tree
         self.stats = {c: ComponentStats("spout" if s.is_spout else "bolt", s.parallelism)
                       for c, s in topology.specs.items()}
@@ -319,14 +312,14 @@ class Coordinator:
             st = self._spout_by_task[task]
             stats = self.stats[st.component]
             if reasons is None:
-                lat = np.fromiter((now - e[2] for e in items), np.float64, len(items))
+                lat = now - np.fromiter(map(_emit_time, items), np.float64, len(items))
                 stats.complete.add(lat)
                 stats.complete_sum += float(lat.sum())
                 stats.acked += len(items)
                 self.watch.add(task, acked=len(items), complete_secs=float(lat.sum()), complete_n=len(items))
-                for _r, m, _t in items:
-                    self.lost.acked(task, m)
-                    self._spout_ack(st, m)
+                msg_ids = list(map(_msg_id, items))
+                self.lost.acked_many(task, msg_ids)
+                self._record(st.ack(msg_ids))
             else:
                 stats.failed += len(items)
                 why = [reasons.get(r, default or FailReason("failed")) for r, _m, _t in items]
@@ -337,20 +330,10 @@ class Coordinator:
         return n
 
     def _spout_ack(self, st: SpoutTask, msg_id: Any) -> None:
-        try:
-            st.spout.ack(msg_id)
-        except Exception as e:  # noqa: BLE001
-            self._record([ErrorRecord.from_exception(st.component, st.task_id, e, msg_id)])
+        self._record(st.ack([msg_id]))
 
     def _spout_fail(self, st: SpoutTask, msg_id: Any, reason: FailReason) -> None:
-        try:
-            if self._fail_takes_reason[st.task_id]:
-                st.spout.fail(msg_id, reason=reason)
-            else:
-                st.spout.fail(msg_id)
-        except Exception as e:  # noqa: BLE001
-            self._record([ErrorRecord.from_exception(st.component, st.task_id, e, msg_id)])
-        self._record(st.take_late_errors())
+        self._record(st.fail(msg_id, reason))
 
     def _record(self, errors: list[ErrorRecord]) -> None:
         if not errors:

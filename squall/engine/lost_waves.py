@@ -68,6 +68,12 @@ class LostWaves:
         if self.attempts:
             self.attempts.pop(msg_key(task, self._replay_key(task, msg_id)), None)
 
+    def acked_many(self, task: int, msg_ids: list) -> None:
+        """`acked` for each (nothing to do, and no step per msg id, while no wave was lost)."""
+        if self.attempts:
+            for m in msg_ids:
+                self.acked(task, m)
+
     def _key(self, root: int) -> tuple[int, Any] | None:
         got = self.wave_msgs.get(root)
         if got is None:

@@ -3,21 +3,33 @@ output batches and the roots of the trees they start."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from squall.api.collectors import SpoutOutputCollector
+from squall.api.components import Spout
 from squall.api.topology import StormTopology
 from squall.engine.outputs import group_children
 from squall.engine.sealing import crosses, describe, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
+from squall.observe.errors import ErrorRecord
 from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_trees
 
 _EMPTY_U = np.zeros(0, np.uint64)
+
+
+def _takes_reason(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 class SpoutWave(NamedTuple):
@@ -42,6 +54,39 @@ class SpoutTask(TaskBase):
         self.active = True
         self.last_values: list[list] = []
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
+        self._fail_takes_reason = _takes_reason(instance.fail)
+        # a spout that defines Spout.ack_batch itself settles a wave's acks in one call
+        self._acks_in_batches = getattr(type(instance), "ack_batch", Spout.ack_batch) is not Spout.ack_batch
+
+    def ack(self, msg_ids: list) -> list[ErrorRecord]:
+        """Tell the spout these trees completed (`ack_batch` once, or `ack` for each); what raised."""
+        spout = self.spout
+        if self._acks_in_batches:
+            try:
+                spout.ack_batch(msg_ids)
+            except Exception as e:  # noqa: BLE001 - reported; the topology goes on
+                return [ErrorRecord.from_exception(self.component, self.task_id, e,
+                                                   f"ack_batch of {len(msg_ids)} msg id(s), from {msg_ids[0]!r}")]
+            return []
+        errors = []
+        for m in msg_ids:
+            try:
+                spout.ack(m)
+            except Exception as e:  # noqa: BLE001
+                errors.append(ErrorRecord.from_exception(self.component, self.task_id, e, m))
+        return errors
+
+    def fail(self, msg_id: Any, reason: FailReason) -> list[ErrorRecord]:
+        """Tell the spout this tree failed (with the reason, if its fail takes one); what raised."""
+        errors = []
+        try:
+            if self._fail_takes_reason:
+                self.spout.fail(msg_id, reason=reason)
+            else:
+                self.spout.fail(msg_id)
+        except Exception as e:  # noqa: BLE001
+            errors.append(ErrorRecord.from_exception(self.component, self.task_id, e, msg_id))
+        return errors + self.take_late_errors()
 
     def open(self) -> None:
         if not self.opened:

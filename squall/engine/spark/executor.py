@@ -142,27 +142,28 @@ class SparkExecutor:
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        raw = self.ackers == 1 and self._level_state_bytes(depth) <= STATE_SHUFFLE_BYTES
-        if raw:  # the last level's cached output as it is: no Python pass, its (small) States come along
-            acks = _raw(sc, outs[-1]._jrdd)
-        elif self.ackers == 1:  # the driver folds the last level's rows itself: no acker stage (one less per wave)
-            acks = outs[-1].mapPartitions(worker.without_states).mapPartitions(worker.to_driver)
-        else:
-            acks = (outs[-1].mapPartitions(worker.to_ackers(self.ackers))
-                    .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce))
         try:
-            rows = acks.collect()
+            rows = self._collect(outs[-1], depth)
         except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
             for out in outs:
                 out.unpersist(blocking=False)
             raise WaveLost(_short_error(e) + spark_log_note()) from e
-        if raw:
-            rows = list(worker.to_driver(rows))
         for old in prev:
             old.unpersist(blocking=False)
         self._state = outs
         self.waves += 1
         return self._output(rows)
+
+    def _collect(self, last: Any, depth: int) -> list[tuple]:
+        """Run the wave's job: the last level's acks, failures and reports, at the driver."""
+        if self.ackers > 1:
+            return (last.mapPartitions(worker.to_ackers(self.ackers))
+                    .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce)).collect()
+        if self._level_state_bytes(depth) <= STATE_SHUFFLE_BYTES:
+            # the last level's cached output as it is: no Python pass; its (small) States come along
+            return list(worker.to_driver(_raw(self.sc, last._jrdd).collect()))
+        # the driver folds the last level's rows itself: no acker stage (one less per wave)
+        return last.mapPartitions(worker.without_states).mapPartitions(worker.to_driver).collect()
 
     def _level_state_bytes(self, level: int) -> int:
         return sum(b for (lv, _), b in self._state_bytes.items() if lv == level)
