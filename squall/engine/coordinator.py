@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -37,9 +36,6 @@ log = logging.getLogger("squall")
 
 MAX_ERRORS_KEPT = 1000
 WAVE_TUPLES_CAP = 200_000  # spout tuples per wave at most, however cheap tuples are (driver memory)
-
-
-_msg_id, _emit_time = itemgetter(1), itemgetter(2)  # of PendingTrees.pop_many's (root, msg id, emit time)
 
 
 @dataclass
@@ -308,25 +304,25 @@ class Coordinator:
         if not len(roots):
             return 0
         n = 0
-        for task, items in self.pending.pop_many(roots).items():
+        for task, popped in self.pending.pop_many(roots).items():
             st = self._spout_by_task[task]
             stats = self.stats[st.component]
+            k = len(popped.msg_ids)
             if reasons is None:
-                lat = now - np.fromiter(map(_emit_time, items), np.float64, len(items))
+                lat = now - popped.times
                 stats.complete.add(lat)
                 stats.complete_sum += float(lat.sum())
-                stats.acked += len(items)
-                self.watch.add(task, acked=len(items), complete_secs=float(lat.sum()), complete_n=len(items))
-                msg_ids = list(map(_msg_id, items))
-                self.lost.acked_many(task, msg_ids)
-                self._record(st.ack(msg_ids))
+                stats.acked += k
+                self.watch.add(task, acked=k, complete_secs=float(lat.sum()), complete_n=k)
+                self.lost.acked_many(task, popped.msg_ids)
+                self._record(st.ack(popped.msg_ids))
             else:
-                stats.failed += len(items)
-                why = [reasons.get(r, default or FailReason("failed")) for r, _m, _t in items]
+                stats.failed += k
+                why = [reasons.get(r, default or FailReason("failed")) for r in popped.roots.tolist()]
                 self.watch.failed(task, [w.kind for w in why])
-                for (_r, m, _t), reason in zip(items, why):
+                for m, reason in zip(popped.msg_ids, why):
                     self._spout_fail(st, m, reason)
-            n += len(items)
+            n += k
         return n
 
     def _spout_ack(self, st: SpoutTask, msg_id: Any) -> None:

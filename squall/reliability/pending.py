@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,23 @@ class _Block:
         self.left = len(msg_ids)
 
 
+class Popped(NamedTuple):
+    """Trees of one spout task taken out of the pending map: roots, msg ids, emit times."""
+
+    roots: np.ndarray
+    msg_ids: list
+    times: np.ndarray
+
+    @classmethod
+    def of(cls, parts: list[tuple[np.ndarray, list, float]]) -> Popped:
+        """From (roots, msg ids, emit time) per block."""
+        if len(parts) == 1:
+            rs, got, t = parts[0]
+            return cls(rs, got, np.full(len(rs), t))
+        return cls(np.concatenate([p[0] for p in parts]), [m for p in parts for m in p[1]],
+                   np.concatenate([np.full(len(p[0]), p[2]) for p in parts]))
+
+
 class PendingTrees:
     """The pending roots of every spout task: root -> (spout task, msg id, emit time).
 
@@ -78,11 +95,12 @@ class PendingTrees:
             self._starts.sort()
         self._per_task[task] = self._per_task.get(task, 0) + len(roots)
 
-    def pop_many(self, roots: np.ndarray) -> dict[int, list[tuple[int, Any, float]]]:
-        """Remove the given roots that are pending; per spout task, (root, msg id, emit time)."""
-        out: dict[int, list[tuple[int, Any, float]]] = {}
+    def pop_many(self, roots: np.ndarray) -> dict[int, Popped]:
+        """Remove the given roots that are pending; per spout task, their roots, msg ids and
+        emit times (arrays and a list: a wave's acks are settled without a Python step per root)."""
+        parts: dict[int, list[tuple[np.ndarray, list, float]]] = {}
         if not len(roots) or not len(self._starts):
-            return out
+            return {}
         roots = np.asarray(roots, np.uint64)
         where = np.searchsorted(self._starts, roots, side="right") - 1
         ok = where >= 0
@@ -101,9 +119,9 @@ class PendingTrees:
             block.msg_ids[off] = None
             block.left -= len(off)
             self._per_task[block.task] -= len(off)
-            out.setdefault(block.task, []).extend(zip(rs.tolist(), got, [block.time] * len(off)))
+            parts.setdefault(block.task, []).append((rs, got, block.time))
             if block.left == 0:
                 del self._blocks[block.start]
         if len(self._blocks) != len(self._starts):
             self._starts = np.array(sorted(self._blocks), np.uint64)
-        return out
+        return {task: Popped.of(ps) for task, ps in parts.items()}

@@ -88,3 +88,9 @@ def test_one_field_rows_come_back_as_rows_of_their_own(rows):
     assert len({id(v) for v in got.values}) == len(rows)  # each row its own list: a bolt may change it
     packed = b.__getstate__()[4]
     assert (type(packed) is tuple) == (len(rows) >= 64 and all(len(r) == 1 for r in rows))
+
+
+def test_rows_given_as_a_tuple_come_back_as_a_list_of_rows():
+    rows = tuple([f"w{i}", i] for i in range(5))  # a tuple of rows is never taken for packed rows
+    got = pickle.loads(pickle.dumps(TupleBatch("split", "default", ("word", "n"), 4, rows)))
+    assert got.values == [list(r) for r in rows] and type(got.values) is list

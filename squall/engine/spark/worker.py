@@ -105,7 +105,7 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
     partition so a task unpickles only its own part. Later stages run over the shuffle from the
     level before, unioned (partition by partition, no shuffle) with their cached state."""
 
-    def run(p: int, it: Iterable) -> Iterator[tuple[int, tuple]]:
+    def run(p: int, it: Iterable[bytes]) -> Iterator[bytes]:
         setup = _setup(uid, blob)
         # The collector stays paused for the whole step, until its inputs, tuples and unsealed
         # outputs are dropped: freed by reference counting, they take back the allocation count
