@@ -81,21 +81,20 @@ class Contributions:
         sentences) keeps the final merge small."""
         if not len(self.child):
             return self
-        child, root, val = self.child, self.root, self.val
-        new = np.ones(len(child), bool)  # neighbours first (a sentence's words sit together): fewer to sort
-        new[1:] = (child[1:] != child[:-1]) | (root[1:] != root[:-1])
-        if 2 * int(new.sum()) < len(new):
-            starts = np.flatnonzero(new)
-            child, root, val = child[starts], root[starts], np.bitwise_xor.reduceat(val, starts)
-        order = np.lexsort((root, child))
-        child, root, val = child[order], root[order], val[order]
+        part = self._neighbours_folded(at_most=0.5)  # a sentence's words sit together: fewer to sort
+        order = np.lexsort((part.root, part.child))
+        return Contributions(part.child[order], part.root[order], part.val[order])._neighbours_folded(at_most=1.0)
+
+    def _neighbours_folded(self, at_most: float) -> Contributions:
+        """Runs of equal (child, root) neighbours combined by XOR, if that leaves at most this
+        share of the entries (else as they are)."""
+        child, root = self.child, self.root
         new = np.ones(len(child), bool)
         new[1:] = (child[1:] != child[:-1]) | (root[1:] != root[:-1])
-        if not new.all():
-            starts = np.flatnonzero(new)
-            val = np.bitwise_xor.reduceat(val, starts)
-            child, root = child[starts], root[starts]
-        return Contributions(child, root, val)
+        starts = np.flatnonzero(new)
+        if len(starts) == len(child) or len(starts) > at_most * len(child):
+            return self
+        return Contributions(child[starts], root[starts], np.bitwise_xor.reduceat(self.val, starts))
 
     def merged(self, n_children: int) -> Anchors:
         """Group by child (and combine repeated roots of a child by XOR) into Anchors."""

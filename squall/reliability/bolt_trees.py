@@ -127,15 +127,12 @@ def store_anchor_edges(h: HeldRows, children: np.ndarray, ct: np.ndarray, exec_k
     per (row, child), XORed into the row's out value and into the child for each root of the row.
     The emit is one (executing key, ordinal), so each child's part of the edge id is mixed once."""
     store = h.store
-    sub = store.sub_anchors(h.rows)
-    counts = sub.counts
-    tracked = counts > 0  # anchoring to an untracked tuple tracks nothing
+    tracked = store.off[h.rows + 1] > store.off[h.rows]  # anchoring to an untracked tuple tracks nothing
     rows = h.rows if tracked.all() else h.rows[tracked]
     if not len(rows) or not len(children):
         return Contributions(np.zeros(0, _I64), np.zeros(0, _U64), np.zeros(0, _U64))
-    if len(rows) < len(h.rows):
-        sub = store.sub_anchors(rows)
-        counts = sub.counts
+    sub = store.sub_anchors(rows)
+    counts = sub.counts
     keys = store.keys(rows)
     n = len(rows)
     edges = [edge_ids_for_child(keys, exec_key, ordinal, int(t)) for t in ct[children].tolist()]

@@ -91,21 +91,13 @@ class HeldStore:
         self.values.extend(batch.values)
         src = np.full(n, self._source(batch), np.int16)
         if batch.anc_off is None:
-            off, root, val = np.zeros(n, _I64), np.zeros(0, _U64), np.zeros(0, _U64)
+            ends, root, val = np.zeros(n, _I64), np.zeros(0, _U64), np.zeros(0, _U64)
         else:
             a, b = int(batch.anc_off[0]), int(batch.anc_off[-1])
-            off = batch.anc_off[1:] - a
+            ends = batch.anc_off[1:] - a
             root, val = batch.anc_root[a:b], batch.anc_val[a:b]
-        self.off = np.concatenate([self.off, off.astype(_I64) + self.off[-1]])
-        self.root = np.concatenate([self.root, root.astype(_U64, copy=False)])
-        self.val = np.concatenate([self.val, val.astype(_U64, copy=False)])
-        self.src = np.concatenate([self.src, src])
-        self.out = np.concatenate([self.out, np.zeros(n, _U64)])
-        self.seq = np.concatenate([self.seq, np.arange(seq0 + 1, seq0 + n + 1, dtype=_I64)])
-        self.ts = np.concatenate([self.ts, np.full(n, ts, _I64)])
-        self.done = np.concatenate([self.done, np.zeros(n, np.uint8)])
-        self.flag = np.concatenate([self.flag, np.zeros(n, np.uint8)])
-        self.gone = np.concatenate([self.gone, np.zeros(n, bool)])
+        self._extend(ends.astype(_I64), root.astype(_U64, copy=False), val.astype(_U64, copy=False), src,
+                     np.arange(seq0 + 1, seq0 + n + 1, dtype=_I64), np.full(n, ts, _I64))
 
     def floor(self, upto: int | None = None) -> int:
         """The first row that is not gone (rows below it are all gone), looking no further than
@@ -164,14 +156,21 @@ class HeldStore:
             rank = np.arange(len(ixs)) - np.searchsorted(ixs, ixs)
             root[off[ixs] + rank] = r[order]
             val[off[ixs] + rank] = v[order]
-        base = self.off[-1]
-        self.off = np.concatenate([self.off, off[1:] + base])
+        self._extend(off[1:], root, val, src, np.fromiter((p[2] for p in pend), _I64, n),
+                     np.fromiter((p[3] for p in pend), _I64, n))
+
+    def _extend(self, ends: np.ndarray, root: np.ndarray, val: np.ndarray, src: np.ndarray, seq: np.ndarray,
+                ts: np.ndarray) -> None:
+        """Append rows as columns: `ends` are their anchor offsets' ends (from 0), root/val their
+        anchors; out value, state and flags start at zero."""
+        n = len(ends)
+        self.off = np.concatenate([self.off, ends + self.off[-1]])
         self.root = np.concatenate([self.root, root])
         self.val = np.concatenate([self.val, val])
         self.src = np.concatenate([self.src, src])
         self.out = np.concatenate([self.out, np.zeros(n, _U64)])
-        self.seq = np.concatenate([self.seq, np.fromiter((p[2] for p in pend), _I64, n)])
-        self.ts = np.concatenate([self.ts, np.fromiter((p[3] for p in pend), _I64, n)])
+        self.seq = np.concatenate([self.seq, seq])
+        self.ts = np.concatenate([self.ts, ts])
         self.done = np.concatenate([self.done, np.zeros(n, np.uint8)])
         self.flag = np.concatenate([self.flag, np.zeros(n, np.uint8)])
         self.gone = np.concatenate([self.gone, np.zeros(n, bool)])
