@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,24 @@ class _SqliteTx:
             self.c.execute("ROLLBACK")
 
 
+SQLITE_BUSY_SECS = 60  # how long a connection waits for another's lock
+
+
+def _to_wal(c: sqlite3.Connection) -> None:
+    """Put the store in WAL mode. Tasks that open a new store at the same moment all switch it;
+    the switch needs the whole file and SQLite does not wait for it as it waits for a write
+    lock ("database is locked" at once), so it is retried until the other task is done."""
+    deadline = time.monotonic() + SQLITE_BUSY_SECS
+    while True:
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SqliteProvider(SqlProvider):
     """A SQLite file (WAL, synchronous=FULL: a commit survives a killed process and a power cut)."""
 
@@ -213,8 +232,8 @@ class SqliteProvider(SqlProvider):
     def _conn(self) -> sqlite3.Connection:
         if self._c is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            c.execute("PRAGMA journal_mode=WAL")
+            c = sqlite3.connect(self.path, timeout=SQLITE_BUSY_SECS, isolation_level=None, check_same_thread=False)
+            _to_wal(c)
             c.execute("PRAGMA synchronous=FULL")
             for ddl in _SQL_TABLES:
                 c.execute(ddl.format(blob="BLOB"))

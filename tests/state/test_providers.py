@@ -4,6 +4,7 @@ config gets the last committed state."""
 
 from __future__ import annotations
 
+import multiprocessing
 import uuid
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from squall import Config, LocalCluster
 from squall.state.config import make_provider
 from squall.state.kv import KeyValueState
+from squall.state.providers import SqliteProvider
 from squall.trident.state.postgres import default_dsn
 from tests.support.broker_services import REDIS_URL, need_redis, need_service
 from tests.support.state_topology import PlainCount, build, true_counts
@@ -146,3 +148,30 @@ def _run_twice(conf: Config, name: str) -> dict:
             bolts.append(dict(_state(conf, f"{name}/count/{task}").items()))
         cluster.kill_topology(name)
     return {k[1]: v for b in bolts for k, v in b.items()}
+
+
+def _open_at_once(path, barrier, results):
+    try:
+        barrier.wait()
+        SqliteProvider({"path": path}).load("ns")
+        results.put(None)
+    except Exception as e:  # noqa: BLE001 - what the test reports
+        results.put(f"{type(e).__name__}: {e}")
+
+
+def test_tasks_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path):
+    """Two tasks of a stateful bolt open the same new store at the same moment (Spark runs them
+    in parallel). Switching it to WAL takes the whole file and SQLite does not wait for that, so
+    one of them used to fail with "database is locked" (here about 1 open in 30)."""
+    ctx = multiprocessing.get_context("fork")
+    errors = []
+    for i in range(40):
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(str(tmp_path / f"s{i}.sqlite"), barrier, results))
+                 for _ in range(4)]
+        for p in procs:
+            p.start()
+        errors += [r for r in (results.get(timeout=120) for _ in procs) if r is not None]
+        for p in procs:
+            p.join(timeout=120)
+    assert errors == []
