@@ -86,3 +86,10 @@ def test_a_slow_start_and_stale_sizes_do_not_size_waves_for_long() -> None:
     assert budgets[-1] == pytest.approx(ideal(0.25, 20e-6), rel=0.05)
     run(sizer, 0.5, 40e-6, 120)  # the machine got slower: old bands age out
     assert sizer.fixed_secs == pytest.approx(0.5, rel=0.05)
+
+
+def test_a_budget_driven_to_the_floor_comes_back_when_waves_have_a_fixed_cost() -> None:
+    sizer = WaveSizer(2000, 1_000_000, target_secs=10.0)
+    assert run(sizer, 0.0, 26e-6, 120)[-1] == MIN_TUPLES  # no fixed cost seen: the floor, long
+    budgets = run(sizer, 1e-3, 26e-6, 300)  # the local engine's ~1 ms per wave shows up
+    assert budgets[-1] == pytest.approx(ideal(1e-3, 26e-6), rel=0.1)
