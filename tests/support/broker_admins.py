@@ -69,6 +69,7 @@ class BrokerAdmin:
 
     broker = "?"
     url = ""
+    acks_confirmed = False  # acks lost with a dropped connection may bring messages back twice
 
     def spout(self, source: str, recorder: Recorder | None = None, **kw: Any) -> Any:
         return broker_spout(self.broker, source, recorder=recorder, **kw)
@@ -220,6 +221,7 @@ class NatsAdmin(BrokerAdmin):
     """The test's own NATS connection, on its own event loop (each call runs to completion)."""
 
     broker = "nats"
+    acks_confirmed = True  # the spout confirms its acks with a flush and sends lost ones again
 
     def __init__(self) -> None:
         import nats

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class TcpProxy:
     """Forwards <bind>:<port> (127.0.0.1 unless told) to a broker; `drop()` cuts every open
-    connection (as a network failure would); new connections are accepted as before. The
+    connection (as a network failure would); new connections are accepted as before.
+    `drop(dark_secs=...)` first swallows what clients send for that long, as a network that goes
+    dark before it breaks: whatever a client writes then is lost for sure. The
     multi-host cluster tests bind it to their bridge address, so workers in other network
     namespaces reach a service that listens on the root namespace's loopback."""
 
@@ -21,6 +24,7 @@ class TcpProxy:
         self.socks: list[socket.socket] = []
         self.closed = False
         self.drops = 0
+        self.dark = False  # what clients send is read and thrown away
         self.peers: list[str] = []  # the address of every client accepted, in order
         threading.Thread(target=self._accept, daemon=True, name="tcp-proxy").start()
 
@@ -39,17 +43,17 @@ class TcpProxy:
                 continue
             with self.lock:
                 self.socks += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                if not (from_client and self.dark):
+                    dst.sendall(data)
         except OSError:
             pass
         for s in (src, dst):
@@ -58,7 +62,13 @@ class TcpProxy:
             except OSError:
                 pass
 
-    def drop(self) -> int:
+    def drop(self, dark_secs: float = 0.0) -> int:
+        """Cut every open connection (after `dark_secs` of swallowing what clients send); the
+        number of connections cut."""
+        if dark_secs > 0:
+            self.dark = True
+            time.sleep(dark_secs)
+        self.dark = False
         with self.lock:
             socks, self.socks = self.socks, []
         for s in socks:
