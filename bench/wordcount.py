@@ -155,7 +155,7 @@ class Timers:
     def __init__(self) -> None:
         self.secs: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self.restore: Any = None  # RDD.collect as it was
+        self.restore: Any = None  # SubmittedWave.result as it was (install_spark_timers wraps it)
 
     def wrap(self, obj: Any, attr: str, name: str) -> None:
         orig = getattr(obj, attr)
@@ -260,7 +260,7 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
     dt = max(last[0] - first[0], 1e-9)
     nwaves = last[2] - first[2]
     if timers is not None:
-        restore_collect(timers)
+        restore_job_wait(timers)
         if nwaves:
             prof_spark = spark_profile(coord, first, last)
     out = {
@@ -341,30 +341,31 @@ def run_steady(example: ModuleType, engine: str, spark: Any, parallelism: int, r
 
 def install_spark_timers(coord: Any) -> Timers:
     """Times the coordinator's and the Spark executor's steps (instance attributes, so from the
-    next wave on). `collect` is the job as the driver waits for it; `job_build` = spark_job -
-    collect - decode (building the RDDs: pickling the spout output, Py4J calls, persist/unpersist)."""
-    from pyspark import RDD  # noqa: PLC0415
+    next wave on). `job_build`: building a wave's RDDs and submitting its job (pickling the spout
+    output, Py4J calls, persist); `job_wait`: the driver waiting for the oldest job in flight
+    (it includes `decode`); the jobs themselves run in the executor's threads."""
+    from squall.engine.spark.executor import SubmittedWave  # noqa: PLC0415
 
     t = Timers()
     ex = coord.executor
     t.wrap(coord, "run_wave", "wave")
     t.wrap(coord, "_call_spout", "spout")
-    t.wrap(ex, "run_wave", "spark_job")
+    t.wrap(ex, "submit_wave", "job_build")
     t.wrap(ex, "_output", "decode")
     t.wrap(coord, "_apply", "apply")
     t.wrap(coord.ledger, "apply", "ledger")
     t.wrap(coord, "_finish", "finish")
     t.wrap(coord, "_rotate_if_due", "rotate")
-    # RDD.collect is only called by the wave thread while a case runs; restored at the end.
-    t.restore = RDD.collect
-    t.wrap(RDD, "collect", "collect")
+    # SubmittedWave.result is only called by the wave thread while a case runs; restored at the end.
+    t.restore = SubmittedWave.result
+    t.wrap(SubmittedWave, "result", "job_wait")
     return t
 
 
-def restore_collect(timers: Timers) -> None:
-    from pyspark import RDD  # noqa: PLC0415
+def restore_job_wait(timers: Timers) -> None:
+    from squall.engine.spark.executor import SubmittedWave  # noqa: PLC0415
 
-    RDD.collect = timers.restore
+    SubmittedWave.result = timers.restore
 
 
 def _opt_ms(opt: Any) -> float | None:
@@ -384,10 +385,9 @@ def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
     s1, c1 = last[6]
     n = max(c1["wave"] - c0["wave"], 1)
     per_wave = {k: 1000 * (s1[k] - s0[k]) / n for k in s1}
-    per_wave["job_build"] = per_wave["spark_job"] - per_wave["collect"] - per_wave["decode"]
     per_wave["apply_other"] = per_wave["apply"] - per_wave["ledger"] - per_wave["finish"]
-    per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["spark_job"] - per_wave["apply"] - \
-        per_wave["rotate"]
+    per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["job_build"] - per_wave["job_wait"] - \
+        per_wave["apply"] - per_wave["rotate"]
     bolt_exec = sum(s.exec_secs for s in coord.stats.values() if s.kind == "bolt")
 
     ex = coord.executor
@@ -457,9 +457,8 @@ def print_spark_profile(p: dict[str, Any]) -> None:
     say(f"--- --profile-spark: where a wave's time goes ({p['waves']} waves in the window) ---")
     line("wave (Coordinator.run_wave)", d["wave"])
     line("  spout: next_tuple loop + roots (driver)", d["spout"])
-    line("  Spark job (SparkExecutor.run_wave)", d["spark_job"])
-    line("    build RDDs, pickle spout input (driver)", d["job_build"])
-    line("    collect: the job as the driver waits", d["collect"])
+    line("  build RDDs + submit the job (driver)", d["job_build"])
+    line("  wait for the oldest job in flight", d["job_wait"])
     line("    decode rows (driver)", d["decode"])
     line("  apply: ledger + spout acks", d["apply"])
     line("    ledger.apply (XOR ledger)", d["ledger"])
@@ -690,6 +689,7 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
     say(f"bench: wave overhead ({OVERHEAD_WARMUP_WAVES} + {OVERHEAD_WAVES} waves each) ...")
     conf = Config(example.CONF)
     conf[Config.SQUALL_WAVE_MAX_TUPLES] = 1  # one sentence per wave
+    conf[Config.SQUALL_WAVES_IN_FLIGHT] = 1  # a wave alone: its latency, not the pipeline's rate
     ex = SparkExecutor(example.build_topology(parallelism), dict(conf), spark=session)
     coord = Coordinator("overhead-one", example.build_topology(parallelism), conf, ex, RealClock())
     one: list[float] = []

@@ -22,6 +22,7 @@ class Config(dict):
     SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
     SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
     SQUALL_WAVE_TARGET_SECS = "squall.wave.target.secs"
+    SQUALL_WAVES_IN_FLIGHT = "squall.waves.in.flight"
     SQUALL_ROOT_SEED = "squall.root.seed"
     SQUALL_MAX_REPLAYS = "squall.max.replays"
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
@@ -56,6 +57,10 @@ class Config(dict):
         SQUALL_WAVE_TARGET_SECS: 2.0,
         # Time a spout task may spend in next_tuple per wave.
         SQUALL_WAVE_MAX_SECS: 0.5,
+        # Waves whose jobs run at once on an engine that can (Spark): while one wave's job runs,
+        # the driver pulls the spouts for the next and submits it (its tasks wait in Spark for
+        # the state they take from the wave before). 1: one wave at a time.
+        SQUALL_WAVES_IN_FLIGHT: 2,
         SQUALL_ROOT_SEED: None,
         SQUALL_MAX_REPLAYS: 5,
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",

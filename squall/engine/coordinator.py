@@ -18,6 +18,7 @@ from squall.api.config import Config, component_conf, effective_conf
 from squall.api.topology import StormTopology
 from squall.engine.checkpoints import CheckpointSchedule
 from squall.engine.gc_tuning import gc_paused, tune_gc
+from squall.engine.in_flight import BuiltWave, Done, InFlight
 from squall.engine.lost_waves import LostWaves
 from squall.engine.spout_task import SpoutTask
 from squall.engine.ticks import TickSchedule
@@ -98,6 +99,9 @@ class Coordinator:
         self.lost = LostWaves(name, int(self.conf[Config.SQUALL_MAX_REPLAYS]), make_sink(self.conf),
                               self._replay_key, self._dead_letter, self._record)
         self._dead_roots: list[int] = []
+        self.in_flight = InFlight(executor, self.conf[Config.SQUALL_WAVES_IN_FLIGHT], self.lost,
+                                  self._run_job, self._next_wave, self.wave_time)
+        self._observed: list[tuple[int, float, bool]] = []  # settled waves the sizer has not seen yet
         self.lock = threading.RLock()
         self.closed = False
 
@@ -115,6 +119,8 @@ class Coordinator:
         if self.closed:
             return
         self.closed = True
+        with self.lock:  # waves still in flight end, and their verdicts reach the spouts
+            self._settle(self.in_flight.drain())
         for st in self.spouts:
             try:
                 st.spout.close()
@@ -151,37 +157,60 @@ class Coordinator:
     # -- one wave -------------------------------------------------------------------------
 
     def run_wave(self) -> WaveSummary:
+        """Build a wave and run it; with waves in flight, settle the ones whose jobs are done."""
         with self.lock:
             t0 = time.perf_counter()
-            self.wave += 1
-            # Ticks first: each due bolt task gets its tick before this wave's other inputs.
-            outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
-            outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave))  # stateful bolts commit
-            emitted = 0
-            active = [st for st in self.spouts if st.active]
-            budget = self.wave_tuples if self.sizer is None or not active \
-                else -(-self.sizer.wave_budget() // len(active))
-            full = False
-            for st in active:
-                res = self._call_spout(st, budget)
-                emitted += res.emitted
-                full = full or res.emitted >= budget
-                outputs.extend(res.outputs)
-            empty = np.zeros(0, np.uint64)
-            init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
-            init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
-            self._spout_roots = []
-            wave_out = self.lost.run(self._run_job, self._next_wave, outputs, init_roots) if outputs \
-                else WaveOutput()
-            self.lost.end_wave()
-            acked, failed = self._apply(wave_out, init_roots, init_vals)
+            built = self._build_wave()
+            done = self.in_flight.run(built)
+            acked, failed, executed = self._settle(done)
             failed += self._rotate_if_due()
-            self.waves_done += 1
             secs = time.perf_counter() - t0
-            if self.sizer is not None:
-                self.sizer.observe(emitted, secs, full)
+            if self.sizer is not None and len(done) == 1:
+                self._observe(done[0][0], secs)
             self._end_watch()
-            return WaveSummary(self.wave, emitted, wave_out.executed, acked, failed, secs)
+            return WaveSummary(self.wave, built.emitted, executed, acked, failed, secs)
+
+    def _observe(self, built: BuiltWave, secs: float) -> None:
+        """The sizer learns what a wave costs from the time between two settled waves. With
+        waves in flight they end unevenly (one waits for its job, the next finds its job done:
+        ~1 s, then ~0.25 s on word count), so it sees the mean of `depth` consecutive ones."""
+        self._observed.append((built.emitted, secs, built.full))
+        if len(self._observed) >= self.in_flight.depth:
+            ns, ss, fulls = zip(*self._observed)
+            self._observed = []
+            self.sizer.observe(round(sum(ns) / len(ns)), sum(ss) / len(ss), all(fulls))
+
+    def _build_wave(self) -> BuiltWave:
+        """The driver's part of a wave: due ticks and checkpoints, then the spouts' pulls."""
+        self.wave += 1
+        # Ticks first: each due bolt task gets its tick before this wave's other inputs.
+        outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
+        outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave))  # stateful bolts commit
+        emitted = 0
+        active = [st for st in self.spouts if st.active]
+        budget = self.wave_tuples if self.sizer is None or not active \
+            else -(-self.sizer.wave_budget() // len(active))
+        full = False
+        for st in active:
+            res = self._call_spout(st, budget)
+            emitted += res.emitted
+            full = full or res.emitted >= budget
+            outputs.extend(res.outputs)
+        empty = np.zeros(0, np.uint64)
+        init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
+        init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
+        self._spout_roots = []
+        return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full)
+
+    def _settle(self, done: Done) -> tuple[int, int, int]:
+        """Waves whose jobs ended: acks into the ledger, verdicts to the spouts."""
+        acked = failed = executed = 0
+        for built, out in done:
+            self.lost.end_wave(built.wave)
+            a, f = self._apply(out, built.init_roots, built.init_vals)
+            acked, failed, executed = acked + a, failed + f, executed + out.executed
+            self.waves_done += 1
+        return acked, failed, executed
 
     def _end_watch(self) -> None:
         """The wave's figures into the UI's windows; the spouts' user metrics (they run here)."""
@@ -212,7 +241,7 @@ class Coordinator:
                 rl = roots.tolist()
                 self.pending.add(st.task_id, roots, msg_ids, self.clock.now())
                 self._spout_roots.append((roots, vals))
-                self.lost.remember(st.component, st.task_id, rl, msg_ids, st.last_values)
+                self.lost.remember(self.wave, st.component, st.task_id, rl, msg_ids, st.last_values)
         else:
             for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
                 self._spout_ack(st, m)

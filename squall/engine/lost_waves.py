@@ -51,17 +51,27 @@ class LostWaves:
         self._dead_letter = dead_letter
         self._record = record
         self.attempts: dict[tuple[int, Any], int] = {}
-        self.wave_msgs: dict[int, tuple[int, Any, list, str]] = {}  # root -> (task, msg id, values, component)
+        # per wave not yet ended (more than one while waves are in flight):
+        # root -> (task, msg id, values, component)
+        self.wave_msgs: dict[int, dict[int, tuple[int, Any, list, str]]] = {}
         self.dead_lettered = 0
         self.lost_waves = 0
 
-    def remember(self, component: str, task: int, roots: list[int], msg_ids: list, values: list) -> None:
-        """This wave's roots: what a dead letter would say about each."""
+    def remember(self, wave: int, component: str, task: int, roots: list[int], msg_ids: list, values: list) -> None:
+        """A wave's roots: what a dead letter would say about each."""
+        msgs = self.wave_msgs.setdefault(wave, {})
         for r, m, v in zip(roots, msg_ids, values):
-            self.wave_msgs[r] = (task, m, v, component)
+            msgs[r] = (task, m, v, component)
 
-    def end_wave(self) -> None:
-        self.wave_msgs = {}
+    def end_wave(self, wave: int) -> None:
+        self.wave_msgs.pop(wave, None)
+
+    def _msg(self, root: int) -> tuple[int, Any, list, str] | None:
+        for msgs in self.wave_msgs.values():
+            got = msgs.get(root)
+            if got is not None:
+                return got
+        return None
 
     def acked(self, task: int, msg_id: Any) -> None:
         """A tree completed: its replay count starts over."""
@@ -75,7 +85,7 @@ class LostWaves:
                 self.acked(task, m)
 
     def _key(self, root: int) -> tuple[int, Any] | None:
-        got = self.wave_msgs.get(root)
+        got = self._msg(root)
         if got is None:
             return None
         return msg_key(got[0], self._replay_key(got[0], got[1]))
@@ -86,12 +96,17 @@ class LostWaves:
         try:
             return run_job(outputs)
         except WaveLost as e:
-            self.lost_waves += 1
-            log.warning("%s: wave lost (%d roots): %s", self.name, len(roots), e)
-            self._record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {e}", kind="lost")])
-            suspects = any(self.attempts.get(self._key(r), 0) for r in roots.tolist())
-            if len(roots) <= 1 or not suspects:
-                return self._lost(roots, str(e))
+            return self.after_loss(e, run_job, next_wave, outputs, roots, keep_untracked)
+
+    def after_loss(self, e: WaveLost, run_job: RunJob, next_wave: Callable[[], int],
+                   outputs: list[tuple[int, TupleBatch]], roots: np.ndarray, keep_untracked: bool = True) -> WaveOutput:
+        """The wave's job was lost (`e`): fail its roots, or bisect it and run the halves."""
+        self.lost_waves += 1
+        log.warning("%s: wave lost (%d roots): %s", self.name, len(roots), e)
+        self._record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {e}", kind="lost")])
+        suspects = any(self.attempts.get(self._key(r), 0) for r in roots.tolist())
+        if len(roots) <= 1 or not suspects:
+            return self._lost(roots, str(e))
         mid = len(roots) // 2
         parts = []
         for half, untracked in ((roots[:mid], keep_untracked), (roots[mid:], False)):
@@ -114,7 +129,7 @@ class LostWaves:
         return out
 
     def _write_dead_letter(self, root: int, attempts: int, error: str) -> None:
-        task, msg_id, values, component = self.wave_msgs[root]
+        task, msg_id, values, component = self._msg(root)
         if hasattr(values, "as_list"):  # a row of a spout's column emit, made a list only now
             values = values.as_list()
         self.sink.write({"topology": self.name, "component": component, "task": task, "msg_id": msg_id,

@@ -336,7 +336,7 @@ def test_a_state_value_that_cannot_be_stored_fails_the_commit_and_is_retried(clu
     sets = (t.new_stream("words", FixedBatchSpout(["w"], 2, ["a"], ["b"], ["c"]))
             .group_by(["w"]).persistent_aggregate(factory, AsSet(), ["set"]))
     with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
-        cluster.submit_topology("tr", {}, t.build())
+        cluster.submit_topology("tr", {Config.SQUALL_WAVES_IN_FLIGHT: 1}, t.build())  # each run_wave settles its wave
         coord = cluster.coordinator("tr")
         waves = 6
         for _ in range(waves):

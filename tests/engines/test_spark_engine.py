@@ -204,13 +204,16 @@ ROUNDS = CHECKPOINT_EVERY_WAVES + 7  # one checkpoint, with waves after it resum
 POISON_ROUND, PER_ROUND = 10, 10
 
 
-def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(spark_session, tmp_path):
+@pytest.mark.parametrize("at_once", [False, True], ids=["round_by_round", "two_waves_in_flight"])
+def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(spark_session, tmp_path, at_once):
     """Every value runs through the recording bolts exactly once over >= 30 waves, though the
     carried state is checkpointed on the way and a poison root kills its wave again and again
     until the coordinator has bisected it out and dead-lettered it. The poison dies at level 1,
     so the recording bolts (levels 2 and 3) only ever run in jobs that succeed: any second
     execution there is a stage computed twice (lineage recomputed, a checkpoint recomputing
-    instead of reading the cache, ...)."""
+    instead of reading the cache, ...). `at_once`: every round is fed before the first wave and
+    waves take a round each, so two waves are in flight: the wave after a lost one, which built
+    on its state, is dropped and run again, and its roots never fail."""
     first, second, crashes = tmp_path / "first.txt", tmp_path / "second.txt", tmp_path / "crashes.txt"
     spout = ReplayingFeeder(["v"])
     b = TopologyBuilder()
@@ -218,7 +221,10 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     b.set_bolt("gate", PoisonGate(str(crashes)), parallelism=2).shuffle_grouping("src")
     b.set_bolt("a", RecordExecutions(str(first)), parallelism=2).shuffle_grouping("gate")
     b.set_bolt("b", RecordExecutions(str(second)), parallelism=3).fields_grouping("a", ["v"])
-    conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(tmp_path / "dead.jsonl")}
+    conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(tmp_path / "dead.jsonl"),
+            Config.SQUALL_WAVES_IN_FLIGHT: 2}
+    if at_once:
+        conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
     checkpoints_before = checkpointed_rdds(spark_session)
     expected = [f"{r}-{i}" for r in range(ROUNDS) for i in range(PER_ROUND)]
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
@@ -226,10 +232,15 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
         for rnd in range(ROUNDS):
             for i in range(PER_ROUND):
                 spout.feed([f"{rnd}-{i}"], f"{rnd}-{i}")
-                if (rnd, i) == (POISON_ROUND, PER_ROUND // 2):
+                if (rnd, i) == (POISON_ROUND, PER_ROUND // 2) and not at_once:
                     spout.feed(["poison"], "poison")
-            cluster.wait_idle()
+            if not at_once:
+                cluster.wait_idle()
+        if at_once:  # the poison first in its wave
+            spout._queue.insert(POISON_ROUND * PER_ROUND, (["poison"], "poison"))
+        cluster.wait_idle()
         coord = cluster.coordinator("count")
+        overlapped = coord.in_flight.submitted_behind
         jobs_done = coord.executor.waves  # Spark jobs that succeeded (whole waves and bisected parts)
         bisected_parts = coord.wave - coord.waves_done  # each part of a split wave takes a wave number
         lost_errors = [e for e in cluster.get_errors("count") if e.kind == "lost"]
@@ -239,8 +250,14 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     assert coord.lost_waves >= 3 and len(lost_errors) == coord.lost_waves
     assert bisected_parts >= 2
     assert len(marker_lines(crashes)) >= coord.lost_waves  # every lost job killed a worker
-    # the innocent roots of the poison's wave were lost once, then completed in the poison-free halves
-    innocents = {f"{POISON_ROUND}-{i}" for i in range(PER_ROUND)}
+    if at_once:  # waves did run two at a time, and the one after the poison's was run again
+        assert overlapped >= ROUNDS - 2
+        assert coord.in_flight.rerun >= 1
+        # the poison's wave held it and the next nine values; the wave after it did not fail
+        innocents = {f"{POISON_ROUND}-{i}" for i in range(PER_ROUND - 1)}
+    else:
+        # the innocent roots of the poison's wave were lost once, then completed in the poison-free halves
+        innocents = {f"{POISON_ROUND}-{i}" for i in range(PER_ROUND)}
     assert Counter(m for m, _ in spout.fail_reasons) == Counter({**dict.fromkeys(innocents, 1), "poison": 2})
     assert {k for _, k in spout.fail_reasons} == {"lost"}
     assert coord.dead_lettered == 1 and sorted(spout.acked) == sorted([*expected, "poison"])

@@ -21,7 +21,9 @@ PER_WAVE = 250  # the spout emits exactly this many words a wave (no time limit:
 # squall is installed in the venv; a PYTHONPATH left by an earlier Spark test (the driver's sys.path,
 # which may hold the project's src/) must not make the project importable by accident
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-CONF = Config({Config.SQUALL_WAVE_MAX_TUPLES: PER_WAVE, Config.SQUALL_WAVE_MAX_SECS: 3600})
+# waves one at a time: the runs step a fixed number of waves and compare what each settled
+CONF = Config({Config.SQUALL_WAVE_MAX_TUPLES: PER_WAVE, Config.SQUALL_WAVE_MAX_SECS: 3600,
+               Config.SQUALL_WAVES_IN_FLIGHT: 1})
 
 
 class NativeWordSpout(Spout):

@@ -50,9 +50,9 @@ def test_a_poison_root_is_isolated_then_dead_lettered():
 
     roots = list(range(1, 11))
     for attempt in (1, 2):
-        lost.remember("s", 1, roots, [f"m{r}" for r in roots], [[r] for r in roots])
+        lost.remember(attempt, "s", 1, roots, [f"m{r}" for r in roots], [[r] for r in roots])
         out = lost.run(run_job, next_wave, [(2, spout_batch(roots))], np.array(roots, np.uint64))
-        lost.end_wave()
+        lost.end_wave(attempt)
         if attempt == 1:  # first loss: every root fails, nobody is suspect yet
             assert sorted(out.fail_roots) == roots and not len(out.ack_roots)
             assert all(r.kind == "lost" for r in out.fail_reasons)

@@ -19,6 +19,7 @@ import logging
 import pickle
 import re
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,12 @@ class SparkExecutor:
             raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
-        self._state: list[Any] = []  # per level: the last wave's persisted output (carries the instances)
+        # per level: the persisted output (it carries the instances) of the last wave submitted,
+        # which the next wave builds on, and of the last wave whose job succeeded
+        self._state: list[Any] = []
+        self._good: list[Any] = []
+        self._built = 0
+        self._pool: ThreadPoolExecutor | None = None
         # per task: its State's size after its last report; a level whose States are big in all
         # filters them out (a Python pass) before its output is shuffled or collected
         self._state_bytes: dict[tuple[int, int], int] = {}
@@ -102,10 +108,27 @@ class SparkExecutor:
         pass
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
+        return self.submit_wave(spout_outputs, wave, now).result()
+
+    def submit_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
+                    now: float | None = None) -> SubmittedWave:
+        """Build the wave's job on the state of the last wave submitted and start it; its
+        `result()` waits for it. Jobs may run at once: a task of this wave takes its State from
+        the previous wave's cached output, so Spark runs it once that is there. A stage two
+        waves' jobs need is run once, by whichever asks first; an earlier wave's step run inside
+        a later job (a lost executor's cache, rebuilt from lineage) only rebuilds State: a level
+        takes its own wave's records alone (worker.this_wave)."""
+        if self.layout.depth == 0:
+            return SubmittedWave(self, wave, [], None)
+        outs = self._build(spout_outputs, wave, now)
+        self._state = outs
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
+        job = self._pool.submit(self._run_job, outs, wave)
+        return SubmittedWave(self, wave, outs, job)
+
+    def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None) -> list[Any]:
         layout = self.layout
-        depth = layout.depth
-        if depth == 0:
-            return WaveOutput()
         width1 = layout.width(1)
         # Spout output goes to stage 1's closure: level-1 tasks get it as input, later levels
         # get it forwarded through level 1.
@@ -118,11 +141,11 @@ class SparkExecutor:
             recs = [Inputs(wave, b) if lv == 1 else Forward(wave, lv, p, b) for (lv, p), b in dests.items()]
             spout_in[p1] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
         sc = self.sc
-        sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
         prev = self._state
         outs = []
-        checkpoint = (self.waves + 1) % CHECKPOINT_EVERY_WAVES == 0
-        for level in range(1, depth + 1):
+        checkpoint = (self._built + 1) % CHECKPOINT_EVERY_WAVES == 0
+        self._built += 1
+        for level in range(1, layout.depth + 1):
             fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None, now)
             if level == 1:
                 base = _raw(sc, prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd)
@@ -142,15 +165,25 @@ class SparkExecutor:
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        try:
-            rows = self._collect(outs[-1], depth)
-        except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
-            for out in outs:
+        return outs
+
+    def _run_job(self, outs: list[Any], wave: int) -> list[tuple]:
+        """In a thread of the pool: the wave's job (a job's group is per thread)."""
+        self.sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
+        return self._collect(outs[-1], len(outs))
+
+    def _finished(self, job: SubmittedWave, rows: list[tuple] | None) -> WaveOutput | None:
+        """A wave's job ended: with its rows it is the new good state; without (lost, or dropped
+        because an earlier wave was lost) its output goes and the next wave builds on the last
+        good state again."""
+        if rows is None:
+            for out in job.outs:
                 out.unpersist(blocking=False)
-            raise WaveLost(_short_error(e) + spark_log_note()) from e
-        for old in prev:
+            self._state = self._good
+            return None
+        for old in self._good:
             old.unpersist(blocking=False)
-        self._state = outs
+        self._good = job.outs
         self.waves += 1
         return self._output(rows)
 
@@ -200,13 +233,45 @@ class SparkExecutor:
         return out
 
     def stop(self) -> None:
-        for out in self._state:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for out in {id(o): o for o in [*self._state, *self._good]}.values():
             out.unpersist(blocking=False)
-        self._state = []
+        self._state = self._good = []
         try:
             self._blob.unpersist()
         except Exception:  # noqa: BLE001
             pass
+
+
+class SubmittedWave:
+    """A wave's job, running: `result()` waits for it (raises WaveLost when it failed);
+    `drop()` waits for it and throws its result away (an earlier wave was lost)."""
+
+    def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None):
+        self.executor = executor
+        self.wave = wave
+        self.outs = outs
+        self.job = job
+
+    def result(self) -> WaveOutput:
+        if self.job is None:
+            return WaveOutput()
+        try:
+            rows = self.job.result()
+        except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
+            self.executor._finished(self, None)
+            raise WaveLost(_short_error(e) + spark_log_note()) from e
+        return self.executor._finished(self, rows)
+
+    def drop(self) -> None:
+        if self.job is None:
+            return
+        try:
+            self.job.result()
+        except Exception:  # noqa: BLE001, S110 - its wave is run again from the last good state
+            pass
+        self.executor._finished(self, None)
 
 
 def _raw(sc: Any, jrdd: Any) -> Any:
