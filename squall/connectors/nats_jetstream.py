@@ -45,6 +45,7 @@ from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
+from squall.connectors.nats_acks import AckConfirmer
 from squall.connectors.nats_connect import connect
 from squall.connectors.nats_pulls import PullRequests
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
@@ -56,8 +57,6 @@ ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
 MAX_PULLS = 2  # pull requests outstanding at once
 ERROR_PAUSE_SECS = 0.5
 CLOSE_TIMEOUT_SECS = 10.0
-FLUSH_TIMEOUT_SECS = 5.0  # how long an ack's confirmation (a PING's PONG) is waited for
-RECONNECT_POLL_SECS = 0.05  # unconfirmed acks wait this long between looks at a reconnecting client
 
 
 def nats_servers(url: str | None = None) -> Secret:
@@ -121,9 +120,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._fetcher: Any = None
         self._keeper: Any = None
         self._nc: Any = None
-        self._conn_gen = 0  # connections lost so far: an ack is confirmed only on its own connection
-        self._unconfirmed: list[tuple] = []  # acks sent and not yet confirmed by a flush
-        self._conn_lost = asyncio.Event()  # set when the current connection is lost
+        self._acks = AckConfirmer()
         self._io = EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
         try:
             self._io.call(self._aopen(), self.connect_timeout_secs * 3 + 10)
@@ -297,14 +294,11 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._drainer = asyncio.ensure_future(self._drain_actions())
 
     async def _drain_actions(self) -> None:
-        """Run the queued actions. Acks are plain publishes: one written to a connection that then
-        drops is lost, and the server would hold the message until its AckWait. So an ack counts
-        as done only when a flush (PING/PONG) on the same connection came back after it; acks
-        not confirmed are sent again (the server ignores a second ack)."""
-        actions = self._actions
-        while actions or self._unconfirmed:
-            conn, lost = self._conn_gen, self._conn_lost
-            sent, self._unconfirmed = self._unconfirmed, []
+        """Run the queued actions. An ack counts once confirmed (see nats_acks)."""
+        actions, acks = self._actions, self._acks
+        while actions or acks.unconfirmed:
+            mark = acks.mark()
+            sent, acks.unconfirmed = acks.unconfirmed, []
             for _kind, m, _failure in sent:
                 with contextlib.suppress(Exception):  # not sent: not confirmed below either
                     await self._nc.publish(m.handle.reply)
@@ -324,33 +318,13 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
                     self._done.append((REPORT, f"JetStream {kind} of message {m.id} failed: "
                                                f"{self._error_text(e)}", None))
-            if sent and not await self._confirmed(conn, lost):
-                self._unconfirmed = sent
+            if sent and not await acks.confirmed(self._nc, mark):
+                acks.unconfirmed = sent
                 if self._closing or self._nc is None or self._nc.is_closed:
                     return  # not confirmed: the server redelivers them after their AckWait
-                await self._until_connected()
+                await acks.until_connected(self._nc, lambda: self._closing)
                 continue
             self._done.extend(sent)
-
-    async def _confirmed(self, conn: int, lost: asyncio.Event) -> bool:
-        """True when everything written before on connection number `conn` reached the server
-        (a flush came back on it); False at once when that connection is lost meanwhile."""
-        flush = asyncio.ensure_future(self._nc.flush(timeout=FLUSH_TIMEOUT_SECS))
-        gone = asyncio.ensure_future(lost.wait())
-        await asyncio.wait((flush, gone), return_when=asyncio.FIRST_COMPLETED)
-        gone.cancel()
-        if not flush.done():
-            flush.cancel()
-        with contextlib.suppress(BaseException):
-            await flush
-        ok = flush.done() and not flush.cancelled() and flush.exception() is None
-        return ok and conn == self._conn_gen
-
-    async def _until_connected(self) -> None:
-        """Wait (briefly at least) until the client is connected again, or closing."""
-        await asyncio.sleep(ROOM_WAIT_SECS)
-        while not self._closing and self._nc is not None and self._nc.is_reconnecting:
-            await asyncio.sleep(RECONNECT_POLL_SECS)
 
     async def _publish_dead_letter(self, data: bytes, headers: dict | None, failure: Failure, source_id: Any) -> None:
         hdrs = {k: str(v) for k, v in (headers or {}).items() if not k.lower().startswith("nats-")}
@@ -404,9 +378,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
             log.warning("%s: NATS error: %s", self.component_id, self._error_text(e))
 
     async def _on_disconnected(self) -> None:
-        self._conn_gen += 1  # nats-py calls this before it connects again
-        lost, self._conn_lost = self._conn_lost, asyncio.Event()
-        lost.set()
+        self._acks.connection_lost()
         if not self._closing:
             self._done.append((REPORT, f"disconnected from NATS at {self.url}; reconnecting", None))
 
