@@ -29,6 +29,9 @@ measures, each over >= `--seconds`:
   - wave overhead: the median time of `SparkExecutor.run_wave` for a wave of one sentence and for
     a wave with no input at all, and of `Coordinator.run_wave` when the spout emits nothing.
 
+On Spark the line ends with `issue_9_goals`: each figure of issue 9's table (run it with
+`--max-pending 50000`, as the issue does) with its goal and whether this run met it.
+
     .venv/bin/python bench/wordcount.py [--engine local|spark] [--seconds 10] [--parallelism 2]
                                         [--check-sentences 20000] [--profile] [--profile-spark]
 
@@ -85,6 +88,16 @@ GOAL_P99_MS_MAX = 1000
 GOAL_SQUALL_OVER_BYTEWAX_MIN = 1.0
 GOAL_PLAIN_OVER_SQUALL_MAX = 1.5
 GOAL_EMPTY_WAVE_MS_MAX = 300
+# Issue 9's table, as measured with `--engine spark --max-pending 50000`: (JSON field, goal, kind).
+# empty_wave_ms is its "one-tuple wave through a two-level topology" (a wave of one sentence).
+ISSUE_9_GOALS = (
+    ("bolt_tuples_per_sec_acking", 600_000, "min"),
+    ("acking_cost_ratio", 1.10, "max"),
+    ("plain_over_squall", 3.0, "max"),
+    ("steady_rate_latency_p99_ms", 250, "max"),
+    ("empty_wave_ms", 100, "max"),
+    ("squall_over_bytewax", 0.6, "min"),
+)
 WARMUP_SECS = {"local": 2.0, "spark": 5.0}
 WARMUP_MIN_WAVES = 3
 SPARK_MASTER = "local[2]"
@@ -871,6 +884,17 @@ def compare(args: argparse.Namespace, example: ModuleType, session: Any, acking:
     return fields, errors
 
 
+def issue_9_goals(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each figure of issue 9's table: its value, its goal, and whether it is met (None: not
+    measured in this run)."""
+    verdicts = {}
+    for field, goal, kind in ISSUE_9_GOALS:
+        v = out.get(field)
+        met = None if v is None else (v >= goal if kind == "min" else v <= goal)
+        verdicts[field] = {"value": v, "goal": f"{'>=' if kind == 'min' else '<='} {goal:g}", "met": met}
+    return verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # The JSON line alone on stdout: everything else written to fd 1 (the JVM's output included) goes to stderr.
@@ -922,6 +946,8 @@ def main(argv: list[str] | None = None) -> int:
         "profiled": bool(args.profile),
         "profile_spark": acking["profile_spark"],
     })
+    if args.engine == "spark":
+        out["issue_9_goals"] = issue_9_goals(out)
     if session is not None:
         session.stop()
     json_out.write(json.dumps(out) + "\n")

@@ -112,3 +112,11 @@ def test_attribution_names_squall_files_the_spout_and_the_rest():
     assert who.owner(code.co_filename, code.co_firstlineno + 1) == "spout"
     assert who.owner(code.co_filename, acker.main.__code__.co_firstlineno) == "bench"
     assert who.owner(Counter.__init__.__code__.co_filename, 1) == "other"
+
+
+def test_issue_9_goals_say_which_figures_meet_their_goal_and_which_were_not_measured(wc):
+    got = wc.issue_9_goals({"bolt_tuples_per_sec_acking": 599_999, "acking_cost_ratio": 1.10,
+                            "steady_rate_latency_p99_ms": None, "squall_over_bytewax": 0.8})
+    assert got["bolt_tuples_per_sec_acking"] == {"value": 599_999, "goal": ">= 600000", "met": False}
+    assert got["acking_cost_ratio"]["met"] is True and got["squall_over_bytewax"]["met"] is True
+    assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_over_squall"]["met"] is None
