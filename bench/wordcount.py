@@ -366,7 +366,8 @@ def install_spark_timers(coord: Any) -> Timers:
     t.wrap(ex, "submit_wave", "job_build")
     t.wrap(ex, "_output", "decode")
     t.wrap(coord, "_apply", "apply")
-    t.wrap(coord.ledger, "apply", "ledger")
+    if coord.ledger is not None:  # no ackers: no ledger
+        t.wrap(coord.ledger, "apply", "ledger")
     t.wrap(coord, "_finish", "finish")
     t.wrap(coord, "_rotate_if_due", "rotate")
     # SubmittedWave.result is only called by the wave thread while a case runs; restored at the end.
@@ -398,7 +399,7 @@ def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
     s1, c1 = last[6]
     n = max(c1["wave"] - c0["wave"], 1)
     per_wave = {k: 1000 * (s1[k] - s0[k]) / n for k in s1}
-    per_wave["apply_other"] = per_wave["apply"] - per_wave["ledger"] - per_wave["finish"]
+    per_wave["apply_other"] = per_wave["apply"] - per_wave.get("ledger", 0.0) - per_wave["finish"]
     per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["job_build"] - per_wave["job_wait"] - \
         per_wave["apply"] - per_wave["rotate"]
     bolt_exec = sum(s.exec_secs for s in coord.stats.values() if s.kind == "bolt")
