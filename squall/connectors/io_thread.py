@@ -59,6 +59,11 @@ class IOThreadBrokerSpout(BrokerSpout):
             self._finish_done()
         super().ack(msg_id)
 
+    def ack_batch(self, msg_ids: list) -> None:
+        if self._done:
+            self._finish_done()
+        super().ack_batch(msg_ids)
+
     def fail(self, msg_id: Any, reason: Any = None) -> None:
         if self._done:
             self._finish_done()
@@ -83,8 +88,16 @@ class IOThreadBrokerSpout(BrokerSpout):
     def _dead_letter(self, m: Message, failure: Failure) -> None:
         self._act((self.DEAD_ACTION, m, failure))
 
+    def _ack_messages(self, ms: list[Message]) -> None:
+        self._actions.extend([("ack", m, None) for m in ms])
+        self._schedule()
+
     def _act(self, item: tuple) -> None:
         self._actions.append(item)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Have the I/O thread run the queued actions (once, however many were queued)."""
         if self._scheduled:
             return
         self._scheduled = True  # before waking: the I/O thread clears it when it runs the actions

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from squall.api.components import Spout
@@ -151,6 +152,19 @@ class BrokerSpout(Spout):
             return
         self._ack_message(m)
 
+    def ack_batch(self, msg_ids: list) -> None:
+        """A wave's acks in one call (squall's Spout.ack_batch): handed to the broker side at
+        once. A subclass that overrides `ack` gets its `ack` called for each, as in Storm."""
+        if not type(self).ack.__module__.startswith("squall.connectors."):  # a user's ack
+            for msg_id in msg_ids:
+                self.ack(msg_id)
+            return
+        pop = self._inflight.pop
+        found = [m for m in map(pop, msg_ids, repeat(None)) if m is not None]
+        self.counters.stale += len(msg_ids) - len(found)
+        if found:
+            self._ack_messages(found)
+
     def fail(self, msg_id: Any, reason: Any = None) -> None:
         m = self._inflight.pop(msg_id, None)
         if m is None:
@@ -189,6 +203,11 @@ class BrokerSpout(Spout):
         thread as on_acked)."""
 
     # -- for subclasses ---------------------------------------------------------------------
+
+    def _ack_messages(self, ms: list[Message]) -> None:
+        """Ack these at the broker (a subclass may hand them over at once)."""
+        for m in ms:
+            self._ack_message(m)
 
     def _acked(self, m: Message) -> None:
         self.counters.acked += 1

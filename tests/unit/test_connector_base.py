@@ -328,3 +328,68 @@ def test_a_lost_connection_is_reported_and_reconnected_with_a_backoff():
                for e in errors), errors
     assert any("cannot reconnect to Memory at memory://queue: ConnectionRefusedError: memory queue refused the "
                "connection; next try in 0.4s" in e for e in errors), errors  # 0.2 s after the loss, then doubled
+
+
+class Emits:
+    """A spout collector that only records what was emitted."""
+
+    def __init__(self) -> None:
+        self.msg_ids: list = []
+
+    def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
+        self.msg_ids.append(msg_id)
+        return []
+
+
+def opened(spout: BrokerSpout, n: int) -> Emits:
+    emits = Emits()
+    spout.open({}, None, emits)
+    for _ in range(n):
+        spout.next_tuple()
+    assert len(emits.msg_ids) == n
+    return emits
+
+
+def test_a_waves_acks_go_to_the_broker_side_at_once_and_unknown_ones_are_counted_stale():
+    queue = MemoryQueue([b"a", b"b", b"c"])
+    spout = MemoryQueueSpout(queue)
+    emits = opened(spout, 3)
+    spout.ack_batch([*emits.msg_ids, "gone"])
+    assert queue.acked == [0, 1, 2] and spout.counters.acked == 3 and spout.counters.stale == 1
+    assert spout.inflight == 0
+
+
+class WakeCounting(MemoryIOSpout):
+    """The I/O thread is not started: the test sees what is handed over, and how often it is woken."""
+
+    def _connect(self) -> None:
+        self.queued_at_wake: list[int] = []
+
+    def _wake(self) -> bool:
+        self.queued_at_wake.append(len(self._actions))
+        return True
+
+
+def test_an_io_thread_spout_gets_a_waves_acks_in_one_hand_over():
+    spout = WakeCounting(MemoryQueue([]))
+    spout.open({}, None, Emits())
+    for i in range(3):
+        spout._incoming.append(Message(i, b"x", 1))
+        spout.next_tuple()
+    spout.ack_batch([0, 1, 2])
+    assert [(kind, m.id) for kind, m, _ in spout._actions] == [("ack", 0), ("ack", 1), ("ack", 2)]
+    assert spout.queued_at_wake == [3] and spout.inflight == 0  # woken once, with all three queued
+
+
+def test_a_subclass_that_overrides_ack_sees_each_ack_of_a_batch():
+    class Audited(MemoryQueueSpout):
+        def ack(self, msg_id: Any) -> None:
+            self.audit.append(msg_id)
+            super().ack(msg_id)
+
+    queue = MemoryQueue([b"a", b"b"])
+    spout = Audited(queue)
+    spout.audit = []
+    emits = opened(spout, 2)
+    spout.ack_batch(emits.msg_ids)
+    assert spout.audit == emits.msg_ids and queue.acked == [0, 1]
