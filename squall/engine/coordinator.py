@@ -238,10 +238,9 @@ class Coordinator:
             add_captured(self.captured, st.component, st.task_id, res.captured)
         if self.tracking:
             if len(roots):
-                rl = roots.tolist()
                 self.pending.add(st.task_id, roots, msg_ids, self.clock.now())
                 self._spout_roots.append((roots, vals))
-                self.lost.remember(self.wave, st.component, st.task_id, rl, msg_ids, st.last_values)
+                self.lost.remember(self.wave, st.component, st.task_id, roots, msg_ids, st.last_values)
         else:
             for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
                 self._spout_ack(st, m)

@@ -51,24 +51,31 @@ class LostWaves:
         self._dead_letter = dead_letter
         self._record = record
         self.attempts: dict[tuple[int, Any], int] = {}
-        # per wave not yet ended (more than one while waves are in flight):
-        # root -> (task, msg id, values, component)
-        self.wave_msgs: dict[int, dict[int, tuple[int, Any, list, str]]] = {}
+        # per wave not yet ended (more than one while waves are in flight): what its spout tasks
+        # emitted, (component, task, roots, msg ids, values) each; indexed by root only when a
+        # wave is lost (a dict entry per root, every wave, was 3.4 ms per 25,000 roots)
+        self.wave_msgs: dict[int, list[tuple[str, int, Any, list, list]]] = {}
+        self._by_root: dict[int, dict[int, tuple[int, Any, list, str]]] = {}
         self.dead_lettered = 0
         self.lost_waves = 0
 
-    def remember(self, wave: int, component: str, task: int, roots: list[int], msg_ids: list, values: list) -> None:
-        """A wave's roots: what a dead letter would say about each."""
-        msgs = self.wave_msgs.setdefault(wave, {})
-        for r, m, v in zip(roots, msg_ids, values):
-            msgs[r] = (task, m, v, component)
+    def remember(self, wave: int, component: str, task: int, roots: Any, msg_ids: list, values: list) -> None:
+        """A wave's roots (an array or a list): what a dead letter would say about each."""
+        self.wave_msgs.setdefault(wave, []).append((component, task, roots, msg_ids, values))
+        self._by_root.pop(wave, None)
 
     def end_wave(self, wave: int) -> None:
         self.wave_msgs.pop(wave, None)
+        self._by_root.pop(wave, None)
 
     def _msg(self, root: int) -> tuple[int, Any, list, str] | None:
-        for msgs in self.wave_msgs.values():
-            got = msgs.get(root)
+        for wave, parts in self.wave_msgs.items():
+            index = self._by_root.get(wave)
+            if index is None:
+                index = self._by_root[wave] = {
+                    r: (task, m, v, component) for component, task, roots, msg_ids, values in parts
+                    for r, m, v in zip(roots.tolist() if hasattr(roots, "tolist") else roots, msg_ids, values)}
+            got = index.get(root)
             if got is not None:
                 return got
         return None
