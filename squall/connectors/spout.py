@@ -154,11 +154,8 @@ class BrokerSpout(Spout):
 
     def ack_batch(self, msg_ids: list) -> None:
         """A wave's acks in one call (squall's Spout.ack_batch): handed to the broker side at
-        once. A subclass that overrides `ack` gets its `ack` called for each, as in Storm."""
-        if not type(self).ack.__module__.startswith("squall.connectors."):  # a user's ack
-            for msg_id in msg_ids:
-                self.ack(msg_id)
-            return
+        once. (A subclass that overrides `ack` gets its `ack` called for each instead: see
+        squall.engine.spout_task.settles_acks_in_batches.)"""
         pop = self._inflight.pop
         found = [m for m in map(pop, msg_ids, repeat(None)) if m is not None]
         self.counters.stale += len(msg_ids) - len(found)

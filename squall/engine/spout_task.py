@@ -32,6 +32,17 @@ def _takes_reason(fn: Callable) -> bool:
     return "reason" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
+def settles_acks_in_batches(cls: type) -> bool:
+    """Whether a wave's acks go to `ack_batch` in one call: the spout's class defines one (not
+    Spout's default), and no subclass below that definition overrides `ack` (a user's subclass
+    of a batching spout that audits each ack keeps getting `ack`, as in Storm)."""
+    batch_owner = next((k for k in cls.__mro__ if "ack_batch" in k.__dict__), Spout)
+    if batch_owner is Spout:
+        return False
+    ack_owner = next((k for k in cls.__mro__ if "ack" in k.__dict__), batch_owner)
+    return ack_owner is batch_owner or not issubclass(ack_owner, batch_owner)
+
+
 class SpoutWave(NamedTuple):
     """What a spout task's emits of one wave became."""
 
@@ -55,8 +66,7 @@ class SpoutTask(TaskBase):
         self.last_values: list[list] = []
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
         self._fail_takes_reason = _takes_reason(instance.fail)
-        # a spout that defines Spout.ack_batch itself settles a wave's acks in one call
-        self._acks_in_batches = getattr(type(instance), "ack_batch", Spout.ack_batch) is not Spout.ack_batch
+        self._acks_in_batches = settles_acks_in_batches(type(instance))
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:
         """Tell the spout these trees completed (`ack_batch` once, or `ack` for each); what raised."""

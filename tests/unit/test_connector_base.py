@@ -39,6 +39,7 @@ from squall.connectors.settings import (
     url_with_password,
 )
 from squall.connectors.spout import BrokerSpout, Message
+from squall.engine.spout_task import SpoutTask, settles_acks_in_batches
 from tests.support.broker_services import wait_until
 from tests.support.broker_topology import FileSink
 
@@ -387,9 +388,15 @@ def test_a_subclass_that_overrides_ack_sees_each_ack_of_a_batch():
             self.audit.append(msg_id)
             super().ack(msg_id)
 
+    assert settles_acks_in_batches(MemoryQueueSpout) and settles_acks_in_batches(MemoryIOSpout)
+    assert not settles_acks_in_batches(Audited)
     queue = MemoryQueue([b"a", b"b"])
     spout = Audited(queue)
     spout.audit = []
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("parse", Parse()).shuffle_grouping("src")
+    task = SpoutTask(b.create_topology(), "src", 0, {}, spout)  # the engine's side of a spout
     emits = opened(spout, 2)
-    spout.ack_batch(emits.msg_ids)
+    assert task.ack(emits.msg_ids) == []
     assert spout.audit == emits.msg_ids and queue.acked == [0, 1]
