@@ -185,7 +185,7 @@ class Coordinator:
         self.wave += 1
         # Ticks first: each due bolt task gets its tick before this wave's other inputs.
         outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
-        outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave))  # stateful bolts commit
+        outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave, self._held_up()))  # stateful bolts
         emitted = 0
         active = [st for st in self.spouts if st.active]
         budget = self.wave_tuples if self.sizer is None or not active \
@@ -201,6 +201,13 @@ class Coordinator:
         init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
         self._spout_roots = []
         return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full)
+
+    def _held_up(self) -> bool:
+        """Trees held for a commit fill max pending: the checkpoint goes now (squall.engine.checkpoints)."""
+        running = self.in_flight.waves
+        return self.tracking and self.max_pending is not None and self.checkpoints.held_up(
+            len(self.pending) - sum(len(w.init_roots) for w in running),
+            int(self.max_pending) * len(self.spouts), [w.wave for w in running])
 
     def _settle(self, done: Done) -> tuple[int, int, int]:
         """Waves whose jobs ended: acks into the ledger, verdicts to the spouts."""

@@ -9,6 +9,11 @@ computes their ack messages as usual but holds them (squall.reliability.held_ack
 the task between waves) and sends them only after COMMIT, so a spout
 tuple is acked only once the state changes it caused are committed. A failed PREPARE or COMMIT
 rolls the state back to the last commit and fails the held inputs (their spouts replay them).
+
+The checkpoint tuples arrive first in their wave, but the task runs PREPARE and COMMIT at the
+end of it (`finish_wave`, after every other input of the wave): the commit then includes that
+wave's inputs and their acks leave with the wave, instead of being held one wave more. Held
+trees fill max spout pending, so a wave more of them shrank every wave the spouts could emit.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class StatefulBoltExecutor(Bolt):
         self.component = component
         self.state: KeyValueState | None = None
         self.held_acks = HeldAcks()  # the ack messages of inputs acked since the last commit (the task's flush)
+        self._due: list[str] = []  # PREPARE / COMMIT received this wave, run at its end
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.bolt.declare_output_fields(declarer)
@@ -66,18 +72,27 @@ class StatefulBoltExecutor(Bolt):
                 self.state.provider.close()
 
     def finish_wave(self) -> None:
-        self.bolt.finish_wave()  # the bolt's own end-of-wave hook (squall's), if it has one
+        try:
+            self.bolt.finish_wave()  # the bolt's own end-of-wave hook (squall's), if it has one
+        finally:
+            due, self._due = self._due, []
+            for action in due:
+                self._checkpoint(action)
 
     def execute(self, t: Tuple) -> None:  # noqa: A002
         if t._b.component == CHECKPOINT_COMPONENT_ID:
-            self._checkpoint(t)
+            action = t.values[1]
+            if action in (PREPARE, COMMIT):
+                self._due.append(action)  # after the wave's other inputs (module docstring)
+            else:
+                self._checkpoint(action)
+            self._out.ack(t)
             return
         self.bolt.execute(t)
 
     # -- the $checkpoint stream ----------------------------------------------------------
 
-    def _checkpoint(self, t: Tuple) -> None:
-        action = t.values[1]
+    def _checkpoint(self, action: str) -> None:
         state = self.state
         try:
             if action == PREPARE:
@@ -95,7 +110,6 @@ class StatefulBoltExecutor(Bolt):
             self._report(e, action)
             self._rollback(FailReason("error", self.component, self.context.this_task_id,
                                       f"checkpoint {action} failed: {type(e).__name__}: {e}"))
-        self._out.ack(t)
 
     def _report(self, e: Exception, action: str) -> None:
         self._out.report_error(

@@ -9,7 +9,15 @@ from collections import Counter
 
 from squall import Config, LocalCluster
 from squall.api.checkpoint import CHECKPOINT_STREAM_ID
-from tests.support.state_topology import PlainCount, Sink, build, committed, sentences, true_counts
+from tests.support.state_topology import (
+    DurableSentenceSpout,
+    PlainCount,
+    Sink,
+    build,
+    committed,
+    sentences,
+    true_counts,
+)
 
 
 def _conf(path: str) -> Config:
@@ -87,3 +95,53 @@ def test_a_failure_downstream_fails_the_sentence(tmp_path):
     with_kill = {i for i, s in enumerate(sentences(80)) if "kill" in s.split()}
     assert with_kill and early == sorted(with_kill)  # a fail needs no commit: at once
     assert set(failed) == with_kill and acked == set(range(80)) - with_kill
+
+
+class GatedSpout(DurableSentenceSpout):
+    """Emits nothing while `gate()` is false (the spouts run on the driver on both engines)."""
+
+    gate = staticmethod(lambda: True)
+
+    def next_tuple(self):
+        if self.gate():
+            super().next_tuple()
+
+
+def test_a_checkpoint_wave_commits_and_acks_its_own_inputs(cluster_kwargs, tmp_path):
+    """PREPARE and COMMIT arrive first in their wave but run at its end: the commit includes the
+    sentences that came with it (40 a wave here), and their acks leave with that wave instead of
+    waiting for the next checkpoint."""
+    db = str(tmp_path / "state.sqlite")
+    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+        cluster.submit_topology("w", _conf(db), build(200, counter=PlainCount, spout=GatedSpout).create_topology())
+        cluster.spout_instances("w", "sentences")[0].gate = lambda: cluster.clock.now() >= 1.0
+        cluster.advance_time(1.0)  # the wave at 1.0: PREPARE, COMMIT and the first 40 sentences
+        coord = cluster.coordinator("w")
+        first = [d.wave for d in coord.checkpoints.delivered]
+        assert len(first) == 1 and _acked(cluster, "w") == 40  # the other 160 wait for the next one
+        assert sorted(cluster.spout_instances("w", "sentences")[0].acked) == list(range(40))
+        assert committed(db)[0] == true_counts(40)
+        cluster.advance_time(1.0)
+        assert _acked(cluster, "w") == 200 and cluster.get_errors("w") == []
+        cluster.kill_topology("w")
+    assert committed(db)[0] == true_counts(200)
+
+
+def test_held_trees_filling_max_pending_bring_the_checkpoint_forward(tmp_path):
+    """With max spout pending 30 and a 60 s interval, waiting for the interval would stop the
+    spout at 30 sentences: the coordinator checkpoints as soon as held trees fill a quarter of it."""
+    db = str(tmp_path / "state.sqlite")
+    conf = _conf(db)
+    conf.update({Config.TOPOLOGY_MAX_SPOUT_PENDING: 30, Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 60_000,
+                 Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 300, Config.SQUALL_WAVE_MAX_TUPLES: 10})
+    with LocalCluster(engine="local", simulated_time=True) as cluster:
+        cluster.submit_topology("mp", conf, build(200, counter=PlainCount).create_topology())
+        cluster.wait_idle()  # no time passes: only early checkpoints can ack anything
+        coord = cluster.coordinator("mp")
+        acked = _acked(cluster, "mp")
+        assert coord.checkpoints.early >= 200 // 30 and acked >= 200 - 30
+        assert committed(db)[0] == true_counts(acked)  # the spout emits in order: the first ones
+        cluster.advance_time(60.0)  # the interval's own checkpoint takes the rest
+        assert _acked(cluster, "mp") == 200 and cluster.get_errors("mp") == []
+        cluster.kill_topology("mp")
+    assert committed(db)[0] == true_counts(200)
