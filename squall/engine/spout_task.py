@@ -4,7 +4,7 @@ output batches and the roots of the trees they start."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -63,7 +63,7 @@ class SpoutTask(TaskBase):
         self.collector = SpoutOutputCollector(component, self.streams, self)
         self.opened = False
         self.active = True
-        self.last_values: list[list] = []
+        self.last_values: Sequence = []  # per tracked root, its values (column emits: squall.columnar.spout.RowRefs)
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
         self._fail_takes_reason = _takes_reason(instance.fail)
         self._acks_in_batches = settles_acks_in_batches(type(instance))
@@ -148,7 +148,7 @@ class SpoutTask(TaskBase):
         if res.captured is not None:
             for so, data, _, _ in columns:
                 res.captured.setdefault(so.stream, []).extend(batch_to_rows(data))
-        self.last_values = self.last_values + got.values
+        self.last_values = got.values if not self.last_values else [*self.last_values, *got.values]
         return SpoutWave(res, wave.msg_ids + got.msg_ids, np.concatenate([wave.roots, *got.roots]),
                          np.concatenate([wave.init_vals, *got.init_vals]), wave.rejected)
 

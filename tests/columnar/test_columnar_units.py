@@ -146,3 +146,25 @@ def test_a_column_emit_row_kept_for_a_dead_letter_is_its_values():
     data = pa.record_batch({"k": ["a", "b"], "n": [1, 2]})
     ref = RowRef(data, 1)
     assert ref.as_list() == ["b", 2] and repr(ref) == "['b', 2]"
+
+
+def test_row_refs_of_a_wave_read_as_the_rows_they_stand_for():
+    """A wave's column emits keep one lazy entry per tracked root: every row of a batch with a
+    msg id per row, the first row of a batch under one msg id (none: an empty list)."""
+    from squall.columnar.spout import RowRefs
+
+    a = pa.record_batch({"k": ["a", "b", "c"]})
+    shared = pa.record_batch({"k": ["s", "t"]})
+    empty = pa.record_batch({"k": pa.array([], pa.string())})
+    refs = RowRefs()
+    refs.add(a, 3)
+    refs.add(shared, 1)
+    refs.add(empty, 1)
+    refs.add(a, 2)
+    want = [["a"], ["b"], ["c"], ["s"], [], ["a"], ["b"]]
+    assert len(refs) == 7 and [r.as_list() for r in refs] == want
+    assert [refs[i].as_list() for i in range(-7, 7)] == want + want
+    for bad in (7, -8):
+        with pytest.raises(IndexError):
+            refs[bad]
+    assert len(RowRefs()) == 0 and list(RowRefs()) == []

@@ -124,3 +124,32 @@ def test_combine_equals_a_fold_by_dict_with_runs_and_repeats(run, seed):
         want[r] = want.get(r, 0) ^ v
     r, v = combine(roots, vals)
     assert dict(zip(r.tolist(), v.tolist())) == want and len(r) == len(want)
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 40])
+def test_each_tree_completes_once_however_many_messages_repeat_its_root(chunks):
+    """A root's messages repeat its slot (a word's ack each): every completed tree is reported
+    once and the live count stays right, whether a batch completes few trees or most of them."""
+    rng = np.random.default_rng(zlib.crc32(b"repeats") + chunks)
+    roots = RootIdGenerator(seed=5).take(3000)
+    inits, ack_r, ack_v = [], [], []
+    for r in roots:
+        init, edges = tree(rng, int(rng.integers(1, 13)))
+        inits.append(init)
+        ack_r += [r] * len(edges)
+        ack_v += edges.tolist()
+    order = rng.permutation(len(ack_r))
+    ar, av = np.array(ack_r, dtype=U)[order], np.array(ack_v, dtype=U)[order]
+    led = AckerLedger()
+    led.apply(roots, np.array(inits, dtype=U), np.zeros(0, U), np.zeros(0, U))
+    seen: list[int] = []
+    remaining = {int(r): n for r, n in zip(*np.unique(ar, return_counts=True))}
+    for part in np.array_split(np.arange(len(ar)), chunks):
+        v = led.apply(np.zeros(0, U), np.zeros(0, U), ar[part], av[part])
+        for r in ar[part].tolist():
+            remaining[r] -= 1
+        done = v.completed.tolist()
+        assert len(done) == len(set(done)) and set(done) == {r for r in set(ar[part].tolist()) if remaining[r] == 0}
+        seen += done
+        assert len(led) == len(roots) - len(seen)
+    assert sorted(seen) == roots.tolist() and len(led) == 0
