@@ -80,7 +80,7 @@ class IOThreadBrokerSpout(BrokerSpout):
             return None
 
     def _ack_message(self, m: Message) -> None:
-        self._act(("ack", m, None))
+        self._ack_messages([m])
 
     def _retry_message(self, m: Message, failure: Failure) -> None:
         self._act((self.RETRY_ACTION, m, failure))
