@@ -82,7 +82,8 @@ def squall_counts(example: ModuleType, spark: Any, parallelism: int, n: int) -> 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="columnar word count bolt-rows/s; one JSON line on stdout")
     p.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case (after the warm-up)")
-    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--warmup", type=float, default=None,
+                   help="warm-up seconds per case (default 5; 20 for the first, while the JVM's JIT compiles)")
     p.add_argument("--parallelism", type=int, default=2, help="tasks per bolt, and Bytewax's worker count")
     p.add_argument("--spark", metavar="MASTER", default="local[2]")
     p.add_argument("--check-sentences", type=int, default=50_000)
@@ -101,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     example = load_example()
     wc.say(f"bench: starting Spark ({args.spark}) ...")
     session = get_or_create_session(args.spark, app_name="squall-bench-columnar")
-    acking = wc.run_case(example, "spark", session, args.parallelism, 1, args.seconds, args.warmup, None, None,
+    warmup = 5.0 if args.warmup is None else args.warmup
+    first_warmup = wc.first_case_warmup("spark", args.warmup, warmup)
+    acking = wc.run_case(example, "spark", session, args.parallelism, 1, args.seconds, first_warmup, None, None,
                          profile_spark=args.profile_spark)
     if acking["profile_spark"]:
         wc.print_spark_profile(acking["profile_spark"])
-    no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, args.warmup, None, None)
+    no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, warmup, None, None)
     a, z = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
     # the same topology on the local engine (in-process, no Spark): what the columnar path itself costs
     local_a = wc.run_case(example, "local", None, args.parallelism, 1, args.seconds, 2.0, None, None)
@@ -162,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         "counts_correct": counts_correct,
         "counts_check_sentences_squall": args.check_sentences,
         "measured_secs": args.seconds,
-        "warmup_secs": args.warmup,
+        "warmup_secs": warmup,
+        "first_case_warmup_secs": first_warmup,
         "profile_spark_acking": acking["profile_spark"],
     }
     session.stop()
