@@ -16,6 +16,7 @@ import numpy as np
 
 from squall.reliability.batch import run_starts
 from squall.reliability.ids import edge_ids, mix64, row_keys
+from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -127,7 +128,7 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
     if not len(pair_row):
         return Contributions(_EMPTY_I, _EMPTY_U, _EMPTY_U)
     e = edge_ids(keys[pair_row], exec_key, ordinal, target)
-    np.bitwise_xor.at(out_ack, pair_row, e)
+    xor_at(out_ack, pair_row, e)
     if (counts == 1).all():
         pos = anchors.off[pair_row]
         return Contributions(pair_child, anchors.root[pos], e)
@@ -139,6 +140,10 @@ def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tup
     """Ack messages (root, value ^ out_ack_val) for every root of the given rows."""
     if not len(rows) or not len(anchors.root):
         return _EMPTY_U, _EMPTY_U
+    n = len(anchors.off) - 1
+    if len(rows) == n == len(anchors.root) and (anchors.off[1:] - anchors.off[:-1] == 1).all():
+        # every row, one root each (a columnar batch none of whose rows failed): no gathers
+        return anchors.root.copy(), anchors.val ^ out_ack
     grp, pos = expand(anchors.off[rows], anchors.counts[rows])
     return anchors.root[pos], anchors.val[pos] ^ out_ack[rows[grp]]
 

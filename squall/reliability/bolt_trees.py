@@ -30,6 +30,7 @@ from squall.reliability.emits import EmitIndex
 from squall.reliability.held import HeldRows, HeldStore
 from squall.reliability.ids import edge_ids, edge_ids_for_child, mix64_int, row_keys
 from squall.reliability.pending import FailReason
+from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -114,7 +115,7 @@ def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cst
     grp, child = expand(cstart[js], ccount[js])  # one edge per (anchor, child of its emit)
     e = edge_ids(ka[grp], exec_key[js][grp], ords[js][grp], ct[child])
     out = np.zeros(len(held), _U64)
-    np.bitwise_xor.at(out, grp, e)
+    xor_at(out, grp, e)
     for h, o in zip(held, out.tolist()):
         h[1]._out ^= o
     g2, pos = expand(roff[grp], rcount[grp])  # and every root of the anchor gets it

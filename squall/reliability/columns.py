@@ -12,6 +12,7 @@ import numpy as np
 
 from squall.reliability.anchoring import Anchors, anchor_edges
 from squall.reliability.ids import edge_ids
+from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -65,5 +66,5 @@ def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.nda
     roots = row_root[child_row]
     edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
     init = np.zeros(n_roots, _U64)
-    np.bitwise_xor.at(init, root_slot[child_row], edges)
+    xor_at(init, root_slot[child_row], edges)
     return Anchors(np.arange(nc + 1, dtype=_I64), roots, edges), init

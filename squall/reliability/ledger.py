@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from squall.reliability.xor import xor_at
+
 _U64 = np.uint64
 _EMPTY = np.zeros(0, _U64)
 
@@ -98,7 +100,7 @@ class AckerLedger:
             alive = self._vals[q] != 0
             if not alive.all():
                 q, vals = q[alive], vals[alive]
-            np.bitwise_xor.at(self._vals, q, vals)
+            xor_at(self._vals, q, vals)
             self._gens[q] = gen
             touched_slots = q
         if len(touched_slots):
@@ -208,7 +210,7 @@ class AckerLedger:
             return _EMPTY
         alive = self._old_v[pos] != 0
         pos, vals = pos[alive], vals[alive]
-        np.bitwise_xor.at(self._old_v, pos, vals)
+        xor_at(self._old_v, pos, vals)
         self._old_g[pos] = gen
         done = _unique(pos[self._old_v[pos] == 0])
         roots_done = self._old_q[done] * self.stride + self.phase

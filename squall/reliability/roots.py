@@ -16,6 +16,7 @@ import numpy as np
 
 from squall.reliability.anchoring import Anchors
 from squall.reliability.ids import edge_ids
+from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -92,5 +93,5 @@ def spout_trees(mids: Sequence[Any], child_emit: np.ndarray, child_target: np.nd
     np.cumsum(has, out=off[1:])
     # init value per root = XOR of its edges (0 when nothing subscribes: acked at once)
     slot = np.zeros(len(mids), _U64)
-    np.bitwise_xor.at(slot, _root_owner(root_of_emit, child_emit[has], tracked, shared), edges)
+    xor_at(slot, _root_owner(root_of_emit, child_emit[has], tracked, shared), edges)
     return SpoutTrees(tracked, msg_ids, roots, slot[te], Anchors(off, child_root[has], edges))

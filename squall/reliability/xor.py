@@ -1,0 +1,33 @@
+"""XOR into an array at indices that may repeat: the fold at the heart of acking.
+
+`np.bitwise_xor.at` takes the indices one by one (~7 ms per 1M here). A tuple tree's messages
+mostly sit together (a sentence's words are emitted, acked and sent one after another), so runs
+of one index are folded first with `reduceat`, and when what is left has every index once, a
+plain fancy-indexed XOR does the rest: 1M messages in runs of 10, 6.9 -> 1.6 ms.
+
+An array that was unpickled (every array a Spark task or the driver receives) has a dtype
+instance of its own, not numpy's, and `ufunc.at` then takes a slow path: 36 instead of 7 ms per
+1M. The arrays `.at` gets are viewed with numpy's own dtype first (a view: no copy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from squall.reliability.batch import run_starts
+
+FOLD_MIN = 64  # below this many, np.bitwise_xor.at alone is as fast
+
+
+def xor_at(target: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
+    """target[idx[k]] ^= vals[k] for every k, repeated indices included (np.bitwise_xor.at)."""
+    n = len(idx)
+    target, vals = target.view(target.dtype.type), vals.view(vals.dtype.type)  # numpy's own dtypes (above)
+    if n >= FOLD_MIN:
+        runs = run_starts(idx)
+        if 2 * len(runs) <= n:  # runs of two or more on average: fold them
+            idx, vals = idx[runs], np.bitwise_xor.reduceat(vals, runs)
+        if len(idx) < 2 or (idx[1:] > idx[:-1]).all():  # each index once: no .at needed
+            target[idx] ^= vals
+            return
+    np.bitwise_xor.at(target, idx, vals)
