@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 GEN0_THRESHOLD = 20000
 _tuned = False
+_refrozen = False
 
 
 def tune_gc(conf: dict | None = None) -> None:
@@ -29,6 +30,20 @@ def tune_gc(conf: dict | None = None) -> None:
     gc.freeze()
     _, g1, g2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, max(g1, 20), max(g2, 50))
+
+
+def freeze_after_first_task() -> None:
+    """Once per process, after its first task: collect, then freeze again. That task imported
+    most of what the process will use (pyarrow.compute and the like: ~29,000 functions, dicts and
+    descriptors on the columnar word count), and PySpark's daemon runs a full `gc.collect()`
+    after every task, which scanned all of them each time (7-16 ms, twice a wave per worker).
+    Only when `tune_gc` tuned this process."""
+    global _refrozen
+    if not _tuned or _refrozen:
+        return
+    _refrozen = True
+    gc.collect()
+    gc.freeze()
 
 
 @contextmanager

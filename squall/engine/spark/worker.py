@@ -23,7 +23,7 @@ from pyspark.serializers import pack_long
 
 from squall.api.config import Config, component_conf
 from squall.engine.bolt_task import BoltTask
-from squall.engine.gc_tuning import gc_paused, tune_gc
+from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
 from squall.engine.sealing import portable_captured, seal_outputs
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
 from squall.engine.task_kinds import bolt_task_class
@@ -118,6 +118,8 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
             out = _run_partition(uid, setup, wave, level, p, records, now)
             del records
             keyed = keyed_for_shuffle(out)
+            del out
+        freeze_after_first_task()
         return iter(keyed)
 
     return run
