@@ -27,7 +27,8 @@ def xor_at(target: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
         runs = run_starts(idx)
         if 2 * len(runs) <= n:  # runs of two or more on average: fold them
             idx, vals = idx[runs], np.bitwise_xor.reduceat(vals, runs)
-        if len(idx) < 2 or (idx[1:] > idx[:-1]).all():  # each index once: no .at needed
+        # each index once (sorted, and none negative: -1 and n-1 are one element): no .at needed
+        if idx[0] >= 0 and (idx[1:] > idx[:-1]).all():
             target[idx] ^= vals
             return
     np.bitwise_xor.at(target, idx, vals)

@@ -30,13 +30,14 @@ def _cases() -> list[tuple[str, np.ndarray]]:
         ("each index once, shuffled", rng.permutation(10_000)),
         ("runs, then the same indices again", np.concatenate([runs, runs[::7]])),
         ("all one index", np.zeros(1_000, np.int64)),
+        ("negative indices alias positive ones", np.concatenate([np.arange(-50, 0), np.arange(100)])),
     ]
 
 
 @pytest.mark.parametrize("name,idx", _cases(), ids=[c[0] for c in _cases()])
 def test_xor_at_is_bitwise_xor_at(name: str, idx: np.ndarray) -> None:
     rng = _rng(name)
-    size = int(idx.max()) + 1 if len(idx) else 4
+    size = max(int(idx.max()) + 1, -int(idx.min())) if len(idx) else 4
     start = rng.integers(0, 1 << 63, size, dtype=_U64)
     vals = rng.integers(1, 1 << 63, len(idx), dtype=_U64)
     want, got = start.copy(), start.copy()
