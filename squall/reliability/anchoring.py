@@ -16,7 +16,7 @@ import numpy as np
 
 from squall.reliability.batch import run_starts
 from squall.reliability.ids import edge_ids, mix64, row_keys
-from squall.reliability.xor import xor_at
+from squall.reliability.xor import fold_runs, xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -141,7 +141,7 @@ def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tup
     if not len(rows) or not len(anchors.root):
         return _EMPTY_U, _EMPTY_U
     n = len(anchors.off) - 1
-    if len(rows) == n == len(anchors.root) and (anchors.off[1:] - anchors.off[:-1] == 1).all():
+    if len(rows) == n == len(anchors.root) and (anchors.counts == 1).all():
         # every row, one root each (a columnar batch none of whose rows failed): no gathers
         return anchors.root.copy(), anchors.val ^ out_ack
     grp, pos = expand(anchors.off[rows], anchors.counts[rows])
@@ -162,13 +162,11 @@ def combine(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray
         return roots, vals
     if (roots[1:] > roots[:-1]).all():  # already one message per root, in order (roots are consecutive)
         return roots, vals
-    runs = run_starts(roots)
-    if 2 * len(runs) <= len(roots):  # messages of a root sit together (a sentence's words): fold
-        # those runs first, in one pass, and sort only what is left (1M messages in runs of 8:
-        # 35 -> 9 ms)
-        roots, vals = roots[runs], np.bitwise_xor.reduceat(vals, runs)
-        if len(roots) < 2 or (roots[1:] > roots[:-1]).all():
-            return roots, vals
+    # messages of a root sit together (a sentence's words): fold those runs first, in one pass,
+    # and sort only what is left (1M messages in runs of 8: 35 -> 9 ms)
+    roots, vals = fold_runs(roots, vals)
+    if len(roots) < 2 or (roots[1:] > roots[:-1]).all():
+        return roots, vals
     order = np.argsort(roots, kind="stable")
     r, v = roots[order], vals[order]
     starts = run_starts(r)

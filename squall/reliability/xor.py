@@ -19,14 +19,21 @@ from squall.reliability.batch import run_starts
 FOLD_MIN = 64  # below this many, np.bitwise_xor.at alone is as fast
 
 
+def fold_runs(idx: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbours with one index XORed into one entry, when runs are two or more long on average
+    (a sentence's words); otherwise `idx` and `vals` as they are (a pass for little gain)."""
+    runs = run_starts(idx)
+    if 2 * len(runs) <= len(idx):
+        return idx[runs], np.bitwise_xor.reduceat(vals, runs)
+    return idx, vals
+
+
 def xor_at(target: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
     """target[idx[k]] ^= vals[k] for every k, repeated indices included (np.bitwise_xor.at)."""
     n = len(idx)
     target, vals = target.view(target.dtype.type), vals.view(vals.dtype.type)  # numpy's own dtypes (above)
     if n >= FOLD_MIN:
-        runs = run_starts(idx)
-        if 2 * len(runs) <= n:  # runs of two or more on average: fold them
-            idx, vals = idx[runs], np.bitwise_xor.reduceat(vals, runs)
+        idx, vals = fold_runs(idx, vals)
         # each index once (sorted, and none negative: -1 and n-1 are one element): no .at needed
         if idx[0] >= 0 and (idx[1:] > idx[:-1]).all():
             target[idx] ^= vals
