@@ -40,6 +40,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
+
+import wordcount as wc  # noqa: E402  (bench/wordcount.py: WaveLog, rates over whole waves)
 
 
 def say(*a: Any) -> None:
@@ -53,33 +57,16 @@ def load_example() -> Any:
     return mod
 
 
-class WaveEnds:
-    """(perf_counter, waves done, stats) at the end of every wave (run_wave wrapped on the
-    coordinator): rates over whole waves. A Spark wave carries ~160,000 words here, so a rate
-    over a fixed span of seconds moved by up to a wave (16,000 words/s over 10 s)."""
-
-    def __init__(self, coord: Any) -> None:
-        self.rows: list[tuple[float, int, dict[str, int]]] = []
-        orig = coord.run_wave
-
-        def run_wave() -> Any:
-            res = orig()
-            st = coord.stats
-            self.rows.append((time.perf_counter(), coord.waves_done, {
-                "executed": st["top"].executed, "emitted": st["top"].emitted,
-                "acked": st["sentences"].acked, "failed": st["sentences"].failed}))
-            return res
-
-        coord.run_wave = run_wave  # the wave thread looks it up on the instance, from the next wave on
-
-    def span(self, t0: float) -> tuple[tuple, tuple] | None:
-        """The first and last wave ends from t0 on."""
-        inside = [r for r in list(self.rows) if r[0] >= t0]
-        return (inside[0], inside[-1]) if len(inside) >= 2 else None
+def _window_stats(coord: Any) -> dict[str, int]:
+    st = coord.stats
+    return {"executed": st["top"].executed, "emitted": st["top"].emitted,
+            "acked": st["sentences"].acked, "failed": st["sentences"].failed}
 
 
 def throughput(example: Any, engine: str, spark: Any, seconds: float, warmup: float,
                max_pending: int) -> dict[str, Any]:
+    """Rates over whole waves (wordcount.WaveLog): a Spark wave carries ~160,000 words here, so
+    a rate over a fixed span of seconds moved by up to a wave (16,000 words/s over 10 s)."""
     from squall import Config, LocalCluster  # noqa: PLC0415
 
     conf = Config(example.CONF)
@@ -88,29 +75,26 @@ def throughput(example: Any, engine: str, spark: Any, seconds: float, warmup: fl
     with LocalCluster(engine=engine, spark=spark) as cluster:
         cluster.submit_topology("windows", conf, example.build_topology())
         coord = cluster.coordinator("windows")
-        ends = WaveEnds(coord)
+        waves = wc.WaveLog(coord, extra=lambda: _window_stats(coord))
         time.sleep(warmup)
         t0 = time.perf_counter()
         time.sleep(seconds)
-        deadline = time.perf_counter() + seconds + 60  # then on to the end of a wave
-        while time.perf_counter() < deadline:
-            got = ends.span(t0)
-            if got and got[1][0] - got[0][0] >= seconds:
-                break
-            time.sleep(0.05)
+        waves.wait_for_span(t0, seconds, seconds + 60)
         errors = coord.error_count
         cluster.kill_topology("windows")
-    got = ends.span(t0)
+    got = waves.window(t0, float("inf"))
     if got is None:
         raise SystemExit(f"bench: fewer than 2 waves of {engine} ended in {seconds:.0f}s + 60 s")
-    (t_a, w_a, a), (t_b, w_b, b) = got
-    dt = t_b - t_a
+    first, last = got
+    a, b = first[7], last[7]
+    dt = last[0] - first[0]
+    nwaves = last[2] - first[2]
     out = {
         "tuples_per_sec": round((b["executed"] - a["executed"]) / dt),
         "windows_per_sec": round((b["emitted"] - a["emitted"]) / dt, 1),
         "sentences_acked_per_sec": round((b["acked"] - a["acked"]) / dt),
-        "waves": w_b - w_a,
-        "wave_ms": round(1000 * dt / (w_b - w_a), 1),
+        "waves": nwaves,
+        "wave_ms": round(1000 * dt / nwaves, 1),
         "failed": b["failed"],
         "errors": errors,
     }

@@ -200,10 +200,10 @@ class Timers:
 
 class WaveLog:
     """Cumulative counters at the end of every wave (run_wave wrapped on the coordinator), with a
-    snapshot of the timers when profiling: a window over whole waves."""
+    snapshot of the timers when profiling, and of `extra()` when given: a window over whole waves."""
 
-    def __init__(self, coord: Any, timers: Timers | None = None) -> None:
-        # (perf_counter, epoch secs, waves, bolt executed, emitted, acked, timers snapshot)
+    def __init__(self, coord: Any, timers: Timers | None = None, extra: Callable[[], Any] | None = None) -> None:
+        # (perf_counter, epoch secs, waves, bolt executed, emitted, acked, timers snapshot, extra())
         self.rows: list[tuple] = []
         orig = coord.run_wave
 
@@ -211,7 +211,8 @@ class WaveLog:
             res = orig()
             st = coord.stats
             self.rows.append((time.perf_counter(), time.time(), coord.waves_done, bolt_executed(st),
-                              st[SPOUT].emitted, st[SPOUT].acked, timers.snapshot() if timers else None))
+                              st[SPOUT].emitted, st[SPOUT].acked, timers.snapshot() if timers else None,
+                              extra() if extra else None))
             return res
 
         coord.run_wave = run_wave
@@ -221,6 +222,16 @@ class WaveLog:
         if len(inside) < 2:
             return None
         return inside[0], inside[-1]
+
+    def wait_for_span(self, t0: float, seconds: float, limit: float) -> None:
+        """Rates are over whole waves: wait (at most `limit` s) until two wave ends from t0 on
+        are `seconds` apart."""
+        deadline = time.perf_counter() + limit
+        while time.perf_counter() < deadline:
+            ends = [r[0] for r in list(self.rows) if r[0] >= t0]
+            if len(ends) >= 2 and ends[-1] - ends[0] >= seconds:
+                return
+            time.sleep(0.05)
 
 
 # -- squall -----------------------------------------------------------------------------------------
@@ -257,13 +268,7 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
         coord.stats[SPOUT].complete = LatencyWindow(1 << 22)
         t0 = time.perf_counter()
         time.sleep(seconds)
-        # Rates are over whole waves: go on until the wave ends inside the window span `seconds`.
-        deadline = time.perf_counter() + 2 * seconds + 60
-        while time.perf_counter() < deadline:
-            ends = [r[0] for r in list(waves.rows) if r[0] >= t0]
-            if len(ends) >= 2 and ends[-1] - ends[0] >= seconds:
-                break
-            time.sleep(0.05)
+        waves.wait_for_span(t0, seconds, 2 * seconds + 60)
         t1 = time.perf_counter()
         st = cluster.get_topology_stats(name)[SPOUT]
         errors = coord.error_count
