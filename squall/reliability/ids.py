@@ -78,7 +78,7 @@ def edge_ids_for_child(anchor_key: np.ndarray, exec_key: int, ordinal: int, targ
     """`edge_ids` for many anchors of one child (one executing key, ordinal and target): the
     child's part is mixed once, as a Python int. Same ids as `edge_ids`."""
     inner = mix64_int(exec_key + ordinal * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93)
-    return nonzero(mix64(anchor_key.astype(np.uint64) ^ np.uint64(inner)))
+    return nonzero(_mix_in_place(_u64(anchor_key) ^ np.uint64(inner)))  # one new array, mixed in place
 
 
 def edge_id_int(anchor_key: int, exec_key: int, ordinal: int, target: int) -> int:
