@@ -9,18 +9,23 @@ be reached is reported as such and skipped):
   basic_consume with prefetch = the spout's max pending, basic_ack each; Redis: XREADGROUP
   COUNT 500 and one XACK per batch; NATS: the faster of pull `fetch(256)` and pull requests
   kept outstanding with a subscription callback, acking each; Kafka: confluent-kafka in a
-  consumer group, consume(1000), a synchronous commit per batch, timed from the first record).
+  consumer group, consume(1000), a synchronous commit per batch, timed from the first record;
+  the same `fetch.queue.backoff.ms` as the spouts' consumers).
 - squall: the connector spout feeds a two-bolt topology (parse -> sink, 2 tasks each, anchored,
   acking) on the Spark engine (`local[2]` by default). After a warm-up batch the topology is
   deactivated, N messages are published, and the clock runs from `activate` until the spout
   has acked all N at the broker.
+- Kafka runs twice more (`kafka.columns`): KafkaColumnSpout into the same two bolts written as
+  ColumnarBolts (parse: the poll's JSON values by `pyarrow.json`, words counted by
+  `pyarrow.compute`), against the same raw rate. Kafka reads `--kafka-messages` (default
+  300,000: its raw client reads 60,000 in ~0.2 s), after a 20,000-message warm-up.
 
 `ratio` = squall / raw; the goal is >= 0.7 (Kafka: >= 0.9, its `goal_ratio`). `engine_ceiling`
 is the same topology fed by an in-memory spout (same payloads, same JSON decoding): what the
 engine itself reaches on this machine, an upper bound for any connector.
 
     .venv/bin/python bench/brokers.py [--messages 20000] [--master local[2]] [--brokers rabbitmq,redis,nats,kafka]
-                                      [--engine spark|local]
+                                      [--engine spark|local] [--kafka-messages 300000]
 """
 
 from __future__ import annotations
@@ -38,13 +43,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
 from squall import Bolt, Config, LocalCluster, Spout, TopologyBuilder  # noqa: E402
+from squall.columnar import ColumnarBolt  # noqa: E402
 
 GOAL_RATIO = 0.7
 KAFKA_GOAL_RATIO = 0.9  # issue 12: the Kafka spout >= 0.9x the raw confluent-kafka consume rate
 MAX_PENDING = 50000  # per wave: the Spark engine's cost is mostly per wave, so waves are big
 WAVE_SECS = 2.0
 WARMUP = 2000
+KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
+KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
 RABBITMQ_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
@@ -83,11 +94,41 @@ class Sink(Bolt):
         self.collector.ack(t)
 
 
-def topology(spout: Any):
+class ColumnParse(ColumnarBolt):
+    """Parse's work on a whole batch: the JSON values parsed by pyarrow, words counted per row."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "words"])
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+
+        values = batch.column("value")
+        text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), "\n")
+        msgs = pj.read_json(pa.BufferReader(text[0].as_buffer()), read_options=pj.ReadOptions(use_threads=False))
+        words = pc.list_value_length(pc.utf8_split_whitespace(msgs.column("text")))
+        collector.emit_batch({"id": msgs.column("id"), "words": words}, anchors=np.arange(batch.num_rows))
+
+
+class ColumnSink(ColumnarBolt):
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def prepare(self, conf: dict, context: Any) -> None:
+        self.words = 0
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        import pyarrow.compute as pc
+
+        self.words += pc.sum(batch.column("words")).as_py() or 0
+
+
+def topology(spout: Any, columnar: bool = False):
     b = TopologyBuilder()
     b.set_spout("src", spout)
-    b.set_bolt("parse", Parse(), parallelism=2).shuffle_grouping("src")
-    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("parse")
+    b.set_bolt("parse", ColumnParse() if columnar else Parse(), parallelism=2).shuffle_grouping("src")
+    b.set_bolt("sink", ColumnSink() if columnar else Sink(), parallelism=2).shuffle_grouping("parse")
     return b.create_topology()
 
 
@@ -100,9 +141,10 @@ def conf() -> Config:
     return c
 
 
-def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float,
+                columnar: bool = False, warmup: int = WARMUP) -> dict[str, Any]:
     with LocalCluster(engine=engine, spark=spark) as cluster:
-        cluster.submit_topology("bench", conf(), topology(spout))
+        cluster.submit_topology("bench", conf(), topology(spout, columnar))
         coord = cluster.coordinator("bench")
         task = coord.spouts[0].spout
 
@@ -113,14 +155,14 @@ def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeo
                     raise TimeoutError(f"acked {task.counters.acked} of {k} after {timeout}s")
                 time.sleep(0.01)
 
-        publish(payloads(WARMUP, 10**9))
-        wait_acked(WARMUP)
+        publish(payloads(warmup, 10**9))
+        wait_acked(warmup)
         cluster.deactivate("bench")
         publish(payloads(n))
         waves0 = coord.waves_done
         t0 = time.perf_counter()
         cluster.activate("bench")
-        wait_acked(WARMUP + n)
+        wait_acked(warmup + n)
         secs = time.perf_counter() - t0
         waves = coord.waves_done - waves0
         errors = coord.error_count
@@ -354,8 +396,11 @@ def kafka_raw_rate(bootstrap: str, topic: str, n: int) -> float:
     commit after each batch; timed from the first record (after the group join)."""
     from confluent_kafka import Consumer
 
+    from squall.connectors.kafka_spout import FETCH_QUEUE_BACKOFF_MS
+
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                  "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})  # as the spouts' consumers
     c.subscribe([topic])
     got, t0 = 0, None
     while got < n:
@@ -377,7 +422,7 @@ def bench_kafka(n: int, engine: str, spark: Any, timeout: float) -> dict[str, An
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from squall.connectors.kafka import KafkaSpout
+    from squall.connectors.kafka import KafkaColumnSpout, KafkaSpout
 
     bootstrap, proc = kafka_broker()
     topic, fresh = (f"squall-bench-{uuid.uuid4().hex[:8]}" for _ in range(2))  # raw's topic, squall's
@@ -396,12 +441,19 @@ def bench_kafka(n: int, engine: str, spark: Any, timeout: float) -> dict[str, An
         publish(payloads(n), topic)
         raw = kafka_raw_rate(bootstrap, topic, n)
         spout = KafkaSpout(bootstrap, [fresh], "squall", scheme="json")
-        sq = squall_rate(spout, publish, n, engine, spark, timeout)
+        sq = squall_rate(spout, publish, n, engine, spark, timeout, warmup=KAFKA_WARMUP)
+        columns_topic = f"squall-bench-{uuid.uuid4().hex[:8]}"
+        for f in admin.create_topics([NewTopic(columns_topic, 3, 1)]).values():
+            f.result(30)
+        columns = KafkaColumnSpout(bootstrap, [columns_topic], "squall", scheme="string")
+        sq_columns = squall_rate(columns, lambda bodies: publish(bodies, columns_topic), n, engine, spark, timeout,
+                                 columnar=True, warmup=KAFKA_WARMUP)
     finally:
         if proc is not None:
             proc.kill()
             proc.wait(10)
-    return {**result(raw, sq), "goal_ratio": KAFKA_GOAL_RATIO}
+    return {**result(raw, sq), "goal_ratio": KAFKA_GOAL_RATIO,
+            "columns": {**result(raw, sq_columns), "goal_ratio": KAFKA_GOAL_RATIO}}
 
 
 def result(raw_rate: float, sq: dict[str, Any]) -> dict[str, Any]:
@@ -461,6 +513,7 @@ BENCHES = {"rabbitmq": bench_rabbitmq, "redis": bench_redis, "nats": bench_nats,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="connector throughput vs. the raw client")
     p.add_argument("--messages", type=int, default=60000)
+    p.add_argument("--kafka-messages", type=int, default=KAFKA_MESSAGES)
     p.add_argument("--engine", choices=("spark", "local"), default="spark")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--brokers", default="rabbitmq,redis,nats,kafka")
@@ -473,10 +526,12 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = get_or_create_session(args.master, app_name="squall-bench-brokers")
     out: dict[str, Any] = {"engine": args.engine, "master": args.master if args.engine == "spark" else None,
-                           "messages": args.messages, "max_spout_pending": MAX_PENDING, "goal_ratio": GOAL_RATIO}
+                           "messages": args.messages, "kafka_messages": args.kafka_messages,
+                           "max_spout_pending": MAX_PENDING, "goal_ratio": GOAL_RATIO}
     for name in args.brokers.split(","):
         try:
-            out[name] = BENCHES[name](args.messages, args.engine, spark, args.timeout)
+            n = args.kafka_messages if name == "kafka" else args.messages
+            out[name] = BENCHES[name](n, args.engine, spark, args.timeout)
         except Exception as e:  # noqa: BLE001 - one broker down does not hide the others
             logging.getLogger("bench").debug("bench %s failed", name, exc_info=True)
             out[name] = {"error": f"{type(e).__name__}: {e}"}

@@ -112,17 +112,20 @@ class IOThreadBrokerSpout(BrokerSpout):
     def _finish_done(self) -> None:
         done = self._done
         while done:
-            kind, m, failure = done.popleft()
-            if kind == ACKED:
-                self._acked(m)
-            elif kind == DEAD:
-                self._dead_lettered(m, failure)
-            elif kind == STALE:
-                self.counters.stale += 1
-            elif kind == RECONNECTED:
-                self.counters.reconnects += 1
-            else:  # REPORT: m is the text
-                self._report(m)
+            self._finish_one(*done.popleft())
+
+    def _finish_one(self, kind: str, m: Any, failure: Any) -> None:
+        """Apply one thing the I/O thread finished (on the spout's own thread)."""
+        if kind == ACKED:
+            self._acked(m)
+        elif kind == DEAD:
+            self._dead_lettered(m, failure)
+        elif kind == STALE:
+            self.counters.stale += 1
+        elif kind == RECONNECTED:
+            self.counters.reconnects += 1
+        else:  # REPORT: m is the text
+            self._report(m)
 
     # -- a plain I/O thread: connect, serve, reconnect with a backoff ---------------------------
 

@@ -17,7 +17,8 @@ Each spout task is a consumer of `group_id`; Kafka spreads the topics' partition
 - **Revocation** commits what is done of the revoked partitions and drops what the spout still
   holds of them: its replay belongs to the partitions' new owner. Late acks of such records are
   counted as `stale`.
-- **max spout pending** bounds the records polled and not done; the consumer pauses while full.
+- **max spout pending** bounds the records polled and not done; while it is reached the spout
+  consumes nothing, and after `PAUSE_AFTER_SECS` it pauses its partitions.
 - `first_poll_offset`: "earliest" / "latest" start a group that has no committed offset there
   (Storm's UNCOMMITTED_EARLIEST / UNCOMMITTED_LATEST); "EARLIEST" / "LATEST" ignore committed
   offsets on this spout's first assignment of a partition.
@@ -51,6 +52,13 @@ FIRST_POLL = {"earliest": ("earliest", False), "latest": ("latest", False),
 POLL_MAX = 20000  # records per consume call, at most (a whole reply makes one wave, not many small ones)
 BUSY_WAIT_SECS = 0.005  # consume timeout while trees are in flight or actions wait
 IDLE_WAIT_SECS = 0.05
+# Max spout pending reached: stop consuming, but pause the partitions only after this long. A
+# pause drops what the client has prefetched, and fetching it again after every wave cost ~0.3 s;
+# a consumer that does not consume hears of no rebalance, so not for long.
+PAUSE_AFTER_SECS = 2.0
+# librdkafka (>= 2.4) waits this long before fetching again once its queue held queued.min.messages;
+# its default, 1 s, left the spout with nothing to emit for ~0.3 s every 100,000 records.
+FETCH_QUEUE_BACKOFF_MS = 10
 
 
 class KafkaSpout(IOThreadBrokerSpout):
@@ -131,6 +139,7 @@ class KafkaSpout(IOThreadBrokerSpout):
         self._seq = itertools.count()
         self._dead_inflight = 0
         self._paused = False
+        self._full_since: float | None = None  # since when max spout pending is reached
         self._next_commit = 0.0
         self._last_error = ""
         self._consumer: Any = None
@@ -169,6 +178,7 @@ class KafkaSpout(IOThreadBrokerSpout):
         conf = self._client_conf({"group.id": self.group_id, "enable.auto.commit": False,
                                   "enable.auto.offset.store": False, "auto.offset.reset": reset,
                                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                                  "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
                                   "enable.partition.eof": False, **self.consumer_config})
         try:
             consumer = Consumer(conf)
@@ -255,23 +265,37 @@ class KafkaSpout(IOThreadBrokerSpout):
     def _poll(self) -> None:
         c = self._consumer
         free = self._prefetch() - self._offsets.outstanding() + len(self._retry_heap) if self._active else 0
-        busy = bool(self._actions or self._inflight or self._dead_inflight)
-        if free <= 0 and not self._paused:
-            c.pause(c.assignment())
-            self._paused = True
-        elif free > 0 and self._paused:
-            c.resume(c.assignment())
-            self._paused = False
+        busy = bool(self._actions or self._holding() or self._dead_inflight)
+        if free <= 0:
+            now = time.monotonic()
+            self._full_since = self._full_since or now
+            if now - self._full_since < PAUSE_AFTER_SECS:  # hold on: the client keeps its prefetched records
+                self._stop.wait(BUSY_WAIT_SECS)
+                return
+            if not self._paused:  # full for long: pause, and poll on for rebalances and the poll interval
+                c.pause(c.assignment())
+                self._paused = True
+        else:
+            self._full_since = None
+            if self._paused:
+                c.resume(c.assignment())
+                self._paused = False
         n = min(max(free, 1), POLL_MAX)
         msgs = c.consume(n, BUSY_WAIT_SECS if busy or free <= 0 else IDLE_WAIT_SECS)
+        if msgs:
+            self._take(msgs)
+
+    def _holding(self) -> bool:
+        """Whether trees of this spout are in flight (the I/O thread then polls in short steps)."""
+        return bool(self._inflight)
+
+    def _take(self, msgs: list) -> None:
+        """The records of one consume call: mark them polled, decode them, queue them to emit."""
         batch = []
         for km in msgs:
             err = km.error()
             if err is not None:
-                if err.fatal():
-                    raise KafkaException(err)
-                if err.code() != KafkaError._PARTITION_EOF:
-                    self._on_client_error(err)
+                self._record_error(err)
                 continue
             tp = (km.topic(), km.partition())
             if not self._offsets.polled(tp, km.offset()):
@@ -280,6 +304,13 @@ class KafkaSpout(IOThreadBrokerSpout):
             self.decode(m)
             batch.append(m)
         self._incoming.extend(batch)
+
+    def _record_error(self, err: Any) -> None:
+        """A consume call's error "record": fatal ones end the connection (it reconnects)."""
+        if err.fatal():
+            raise KafkaException(err)
+        if err.code() != KafkaError._PARTITION_EOF:
+            self._on_client_error(err)
 
     def _due_retries(self, now: float) -> None:
         heap = self._retry_heap
@@ -297,20 +328,23 @@ class KafkaSpout(IOThreadBrokerSpout):
     # -- the I/O thread: acks, retries, dead letters -------------------------------------------
 
     def _settle(self) -> None:
-        actions, done = self._actions, self._done
+        actions = self._actions
         while actions:
-            kind, m, failure = actions.popleft()
-            tp = (m.id[0], m.id[1])
-            if self._gens.get(tp) != m.handle[1]:
-                done.append((STALE, m, None))  # its partition was revoked: the new owner replays it
-            elif kind == "ack":
-                self._offsets.done(tp, m.id[2])
-                done.append((ACKED, m, None))
-            elif kind == self.RETRY_ACTION:
-                due = time.monotonic() + self._backoff(m.attempts)
-                heapq.heappush(self._retry_heap, (due, next(self._seq), m))
-            else:
-                self._send_dead_letter(m, failure)
+            self._settle_one(*actions.popleft())
+
+    def _settle_one(self, kind: str, m: Any, failure: Failure | None) -> None:
+        """Carry out one action the spout's thread handed over (on the I/O thread)."""
+        tp = (m.id[0], m.id[1])
+        if self._gens.get(tp) != m.handle[1]:
+            self._done.append((STALE, m, None))  # its partition was revoked: the new owner replays it
+        elif kind == "ack":
+            self._offsets.done(tp, m.id[2])
+            self._done.append((ACKED, m, None))
+        elif kind == self.RETRY_ACTION:
+            due = time.monotonic() + self._backoff(m.attempts)
+            heapq.heappush(self._retry_heap, (due, next(self._seq), m))
+        else:
+            self._send_dead_letter(m, failure)
 
     def _send_dead_letter(self, m: Message, failure: Failure) -> None:
         topic, partition, offset = m.id

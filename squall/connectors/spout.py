@@ -133,10 +133,7 @@ class BrokerSpout(Spout):
             if not m.decoded:
                 self.decode(m)
             if m.error is not None:
-                self.counters.decode_errors += 1
-                self._report(f"message {m.id} from {self._source_name()} does not decode as {self.scheme.name}, "
-                             f"sent to the dead letters: {m.error}")
-                self._dead_letter(m, Failure("decode", m.error, m.attempts))
+                self._undecodable(m)
                 continue
             now = time.monotonic()
             m.emitted_at = m.touched_at = now
@@ -167,6 +164,10 @@ class BrokerSpout(Spout):
         if m is None:
             self.counters.stale += 1
             return
+        self._failed(m, reason)
+
+    def _failed(self, m: Message, reason: Any) -> None:
+        """`m`'s tree failed: retry it, or dead-letter it once it has had its retries."""
         self.counters.failed += 1
         failure = Failure.from_reason(reason, m.attempts)
         if m.attempts > self.max_retries:
@@ -177,6 +178,13 @@ class BrokerSpout(Spout):
 
     def close(self) -> None:
         self._disconnect()
+
+    def _undecodable(self, m: Message) -> None:
+        """`m` does not decode by the scheme: reported, and dead-lettered at once (no retry)."""
+        self.counters.decode_errors += 1
+        self._report(f"message {m.id} from {self._source_name()} does not decode as {self.scheme.name}, "
+                     f"sent to the dead letters: {m.error}")
+        self._dead_letter(m, Failure("decode", m.error, m.attempts))
 
     def decode(self, m: Message) -> None:
         """Decode `m.body` by the scheme into `m.value`, or set `m.error` (safe on any thread:

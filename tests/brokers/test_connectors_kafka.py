@@ -63,15 +63,19 @@ def test_kafka_bolt_fails_its_input_on_a_delivery_error(kafka_admin):
     assert kafka_admin.left(src) == 0
 
 
+SPOUTS = ["kafka", "kafka-columns"]  # KafkaSpout, and KafkaColumnSpout into a columnar parse bolt
+
+
 @pytest.mark.slow
-def test_sigkill_duplicates_only_uncommitted_offsets(kafka_admin, tmp_path):
+@pytest.mark.parametrize("kind", SPOUTS)
+def test_sigkill_duplicates_only_uncommitted_offsets(kafka_admin, tmp_path, kind):
     """SIGKILL the topology's process mid-stream, restart it: nothing is lost, and every record
     processed twice lies at or past the offset its partition had committed at the kill."""
     n = 3000
     source = kafka_admin.source("kill-dups")
     kafka_admin.publish(source, [b'{"id": %d}' % i for i in range(n)])
     out = tmp_path / "out.txt"
-    worker = start_worker("kafka", source, out, delay_ms=1, url=kafka_admin.url)
+    worker = start_worker(kind, source, out, delay_ms=1, url=kafka_admin.url)
     try:
         wait_until(lambda: sum(read_ids(out).values()) >= n // 4, 60, lambda: f"{sum(read_ids(out).values())} lines")
         os.kill(worker.pid, signal.SIGKILL)
@@ -79,7 +83,7 @@ def test_sigkill_duplicates_only_uncommitted_offsets(kafka_admin, tmp_path):
         before = read_ids(out)
         assert len(before) < n, "finished before the kill: the test proves nothing"
         committed = kafka_admin.client.committed(source, KILL_GROUP)
-        worker = start_worker("kafka", source, out, delay_ms=1, url=kafka_admin.url)
+        worker = start_worker(kind, source, out, delay_ms=1, url=kafka_admin.url)
         wait_until(lambda: set(read_ids(out)) >= set(range(n)), 90,
                    lambda: f"{n - len(set(read_ids(out)))} ids missing; stderr: "
                            f"{(tmp_path / 'out.txt.stderr').read_text()[-2000:]}")
@@ -97,15 +101,16 @@ def test_sigkill_duplicates_only_uncommitted_offsets(kafka_admin, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_consumers_of_one_group_one_killed(kafka_admin, tmp_path):
+@pytest.mark.parametrize("kind", SPOUTS)
+def test_two_consumers_of_one_group_one_killed(kafka_admin, tmp_path, kind):
     """Two topology processes share the group's 3 partitions; SIGKILL one mid-stream: the other
     takes its partitions over and every record is processed."""
     n = 3000
     source = kafka_admin.source("two")
     kafka_admin.publish(source, [b'{"id": %d}' % i for i in range(n)])
     out_a, out_b = tmp_path / "a.txt", tmp_path / "b.txt"
-    a = start_worker("kafka", source, out_a, delay_ms=2, url=kafka_admin.url)
-    b = start_worker("kafka", source, out_b, delay_ms=2, url=kafka_admin.url)
+    a = start_worker(kind, source, out_a, delay_ms=2, url=kafka_admin.url)
+    b = start_worker(kind, source, out_b, delay_ms=2, url=kafka_admin.url)
     try:
         wait_until(lambda: read_ids(out_a) and read_ids(out_b), 60, "both consumers processing")
         os.kill(a.pid, signal.SIGKILL)

@@ -94,3 +94,44 @@ def test_random_ack_orders_commit_exactly_the_contiguous_prefix():
             done.add(off)
             first_open = next((o for o in offsets if o not in done), offsets[-1] + 1)
             assert p.commit_offset() == first_open, (seed, off)
+
+
+def test_whole_polls_and_whole_waves_of_acks_agree_with_one_offset_at_a_time():
+    """polled_many / done_many (the column spout's) against polled / done (the row spout's), over
+    random polls with gaps and random ack orders: same commit offsets, same outstanding counts."""
+    import numpy as np
+
+    for seed in range(30):
+        rng = random.Random(zlib.crc32(f"many-{seed}".encode()))
+        offsets = sorted(rng.sample(range(5000), 1500))
+        bulk, one = PartitionOffsets(), PartitionOffsets()
+        polls = [offsets[i:i + rng.randint(1, 300)] for i in range(0, len(offsets), 150)]
+        pending: list[int] = []
+        for poll in polls:
+            poll = [o for o in poll if one.polled_end is None or o >= one.polled_end]  # a consumer reads forward
+            bulk.polled_many(np.array(poll, np.int64))
+            for off in poll:
+                one.polled(off)
+            pending += poll
+            rng.shuffle(pending)
+            acked, pending = pending[:len(pending) // 2], pending[len(pending) // 2:]
+            assert bulk.done_many(np.array(acked + acked[:3], np.int64)) == len(acked)  # repeats not counted
+            for off in acked:
+                assert one.done(off)
+            assert bulk.commit_offset() == one.commit_offset(), seed
+            assert bulk.outstanding == one.outstanding == len(pending)
+        assert bulk.done_many(np.array(pending, np.int64)) == len(pending)
+        assert bulk.commit_offset() == one.polled_end and bulk.outstanding == 0
+
+
+def test_flags_grow_and_shrink_with_what_is_outstanding():
+    """A long stream keeps only the flags from the first offset not done: memory follows what
+    is in flight, not the partition's length."""
+    import numpy as np
+
+    p = PartitionOffsets()
+    for start in range(0, 1_000_000, 10_000):
+        p.polled_many(np.arange(start, start + 10_000, dtype=np.int64))
+        p.done_many(np.arange(start, start + 10_000, dtype=np.int64))
+        assert p.commit_offset() == start + 10_000
+    assert len(p._open) <= 20_000  # noqa: SLF001 - the point of the test

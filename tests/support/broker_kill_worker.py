@@ -2,11 +2,14 @@
 
 Run as a script it is that worker:
 
-    python tests/support/broker_kill_worker.py {rabbitmq|redis|nats|kafka} NAME OUTFILE [--delay-ms N] [--url URL]
+    python tests/support/broker_kill_worker.py {rabbitmq|redis|nats|kafka|kafka-columns} NAME OUTFILE
+                                              [--delay-ms N] [--url URL]
 
 It consumes NAME (a queue; a stream with group "squall-kill"; a stream with durable
 "squall-kill") on the local engine and appends each processed message id to OUTFILE, one line
 each, flushed per line, until SIGTERM (then it closes its topology: the last acks go out).
+"kafka-columns" reads with KafkaColumnSpout and parses with a columnar bolt (the sink stays a
+tuple bolt).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def read_ids(path: Path) -> Counter:
 
 def worker_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="broker_kill_worker.py")
-    p.add_argument("broker", choices=(*BROKERS, "kafka"))
+    p.add_argument("broker", choices=(*BROKERS, "kafka", "kafka-columns"))
     p.add_argument("name")
     p.add_argument("out")
     p.add_argument("--delay-ms", type=float, default=1.0)
@@ -58,15 +61,22 @@ def worker_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if args.broker == "kafka":
+    parse = FlakyParse(0.0)
+    if args.broker.startswith("kafka"):
         from tests.support.kafka_admin import kafka_spout
 
-        spout = kafka_spout(args.url, args.name, KILL_GROUP, scheme="json", retry_delay_secs=0.2)
+        columns = args.broker == "kafka-columns"
+        spout = kafka_spout(args.url, args.name, KILL_GROUP, scheme="string" if columns else "json",
+                            retry_delay_secs=0.2, columns=columns)
+        if columns:
+            from tests.support.column_topology import ColumnParse
+
+            parse = ColumnParse(0.0)
     else:
         spout = broker_spout(args.broker, args.name, KILL_GROUP, url=args.url, scheme="json", retry_delay_secs=0.2)
     b = TopologyBuilder()
     b.set_spout("src", spout)
-    b.set_bolt("parse", FlakyParse(0.0)).shuffle_grouping("src")
+    b.set_bolt("parse", parse).shuffle_grouping("src")
     b.set_bolt("sink", FileSink(args.out, args.delay_ms)).shuffle_grouping("parse")
     conf = Config()
     conf.set_message_timeout_secs(KILL_TIMEOUT_SECS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from squall.connectors.dead_letters import dead_letter_info
-from squall.connectors.kafka import KafkaSpout
+from squall.connectors.kafka import KafkaColumnSpout, KafkaSpout
 from tests.support.broker_admins import GROUP, KILL_GROUP, BrokerAdmin
 from tests.support.broker_topology import Recorder, Recording
 from tests.support.kafka_broker import KafkaBroker, KafkaClient
@@ -19,10 +19,15 @@ class RecKafka(Recording, KafkaSpout):
     pass
 
 
+class RecKafkaColumns(Recording, KafkaColumnSpout):
+    pass
+
+
 def kafka_spout(bootstrap: str, topic: str, group: str = GROUP, recorder: Recorder | None = None,
-                **kw: Any) -> RecKafka:
+                columns: bool = False, **kw: Any) -> RecKafka | RecKafkaColumns:
+    """A recording KafkaSpout (KafkaColumnSpout with `columns`) of `topic`, dead letters to `<topic>.dlq`."""
     kw.setdefault("dead_letter_topic", f"{topic}.dlq")
-    spout = RecKafka(bootstrap, [topic], group, **kw)
+    spout = (RecKafkaColumns if columns else RecKafka)(bootstrap, [topic], group, **kw)
     spout.recorder = recorder
     return spout
 
