@@ -18,6 +18,7 @@ revocation, max spout pending.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Any
 
@@ -78,6 +79,7 @@ class KafkaColumnSpout(KafkaSpout):
     def _connect(self) -> None:
         self._slot_keys: list[tuple[str, int, int]] = []  # slot -> (topic, partition, assignment)
         self._slot_of: dict[tuple[str, int, int], int] = {}
+        self._slot_lock = threading.Lock()
         self._batches: deque[PolledBatch] = deque()  # polled, not emitted yet (filled by the I/O thread)
         self._live: list[PolledBatch] = []  # emitted, with rows not settled, by start
         self._starts: np.ndarray | None = None  # their starts (None: to compute again)
@@ -108,13 +110,14 @@ class KafkaColumnSpout(KafkaSpout):
         self.counters.emitted += len(batch)
 
     def _next_batch(self) -> PolledBatch | None:
+        """The next polled batch, without the rows of partitions revoked since it was polled."""
         while self._batches:
             batch = self._batches.popleft()
-            owned = np.array([self._gens.get(k[:2]) == k[2] for k in map(self._slot_keys.__getitem__,
-                                                                          np.unique(batch.slots).tolist())])
+            slots = np.unique(batch.slots)
+            owned = np.array([self._owns(s) for s in slots.tolist()], np.bool_)
             if owned.all():
                 return batch
-            mine = np.isin(batch.slots, np.unique(batch.slots)[owned])
+            mine = np.isin(batch.slots, slots[owned])
             self.counters.add("revoked_dropped", int(len(batch) - np.count_nonzero(mine)))
             if mine.any():
                 return batch.keep(mine)
@@ -199,14 +202,24 @@ class KafkaColumnSpout(KafkaSpout):
         return bool(self._live)
 
     def _slot(self, topic: str, partition: int, gen: int | None) -> int:
+        """The slot of (topic, partition) under assignment `gen` (None: not ours), made on first use
+        (by either thread: the I/O thread's polls, the spout thread's retries)."""
         if gen is None:
             return NOT_OURS
         key = (topic, partition, gen)
         slot = self._slot_of.get(key)
         if slot is None:
-            slot = self._slot_of[key] = len(self._slot_keys)
-            self._slot_keys.append(key)
+            with self._slot_lock:
+                slot = self._slot_of.get(key)
+                if slot is None:
+                    self._slot_keys.append(key)
+                    slot = self._slot_of[key] = len(self._slot_keys) - 1
         return slot
+
+    def _owns(self, slot: int) -> bool:
+        """Whether the slot's partition is still assigned to this spout as it was then."""
+        topic, partition, gen = self._slot_keys[slot]
+        return self._gens.get((topic, partition)) == gen
 
     def _take(self, msgs: list) -> None:
         """One consume call's records: marked polled, made columns, queued as one batch."""
@@ -236,9 +249,8 @@ class KafkaColumnSpout(KafkaSpout):
             table = np.array([self._slot(topic, p, self._gens.get((topic, p))) for p in range(int(parts.max()) + 1)],
                              np.int32)
             return table[parts]
-        keyed = {}
-        return np.fromiter((keyed[k] if k in keyed else keyed.setdefault(k, self._slot(*k, self._gens.get(k)))
-                            for k in zip(topics, parts.tolist())), np.int32, len(topics))
+        slot_of = {tp: self._slot(*tp, self._gens.get(tp)) for tp in set(zip(topics, parts.tolist()))}
+        return np.array([slot_of[tp] for tp in zip(topics, parts.tolist())], np.int32)
 
     def _retry_batch(self, ms: list[Message]) -> PolledBatch | None:
         slots = np.array([self._slot(m.id[0], m.id[1], m.handle[1]) for m in ms], np.int32)
@@ -301,10 +313,9 @@ class KafkaColumnSpout(KafkaSpout):
         slots, offsets = batch.slots[rows], batch.offsets[rows]
         mine = np.ones(len(rows), np.bool_)
         for s in np.unique(slots).tolist():
-            topic, partition, gen = self._slot_keys[s]
             at = slots == s
-            if self._gens.get((topic, partition)) == gen:
-                self._offsets.done_many((topic, partition), offsets[at])
+            if self._owns(s):
+                self._offsets.done_many(self._slot_keys[s][:2], offsets[at])
             else:  # its partition was revoked: the new owner replays it
                 mine &= ~at
         self._done.append((ACKED_ROWS, batch, (rows[mine], int(len(rows) - np.count_nonzero(mine)))))

@@ -118,3 +118,27 @@ def test_the_column_spout_holds_at_most_max_spout_pending(kafka_admin):
 def test_what_a_column_spout_cannot_emit_is_refused_at_once(kwargs, says):
     with pytest.raises(ValueError, match=says):
         KafkaColumnSpout("127.0.0.1:9", ["t"], "g", **kwargs)
+
+
+def test_two_topics_in_one_spout(kafka_admin):
+    """Records of two topics come out in one batch with their own topic, partition and offset;
+    each topic's offsets are committed to its end."""
+    from tests.support.kafka_admin import RecKafkaColumns
+
+    a, b = kafka_admin.source("col-a"), kafka_admin.source("col-b")
+    kafka_admin.publish(a, [b'{"id": %d}' % i for i in range(300)])
+    kafka_admin.publish(b, [b'{"id": %d}' % i for i in range(300, 500)])
+    rec = Recorder()
+    spout = RecKafkaColumns(kafka_admin.url, [a, b], "two-topics", dead_letter_topic=f"{a}.dlq")
+    spout.recorder = rec
+    with LocalCluster(engine="local", capture=True) as cluster:
+        cluster.submit_topology("col-two", scenario_conf("local", 1000), spout_into(spout, ColumnParse(0.0)))
+        wait_until(lambda: rec.n_acked() >= 500, 60, lambda: f"acked {rec.n_acked()}/500, {rec.counters()}")
+        emitted = cluster.coordinator("col-two").captured["src"]["default"]
+        cluster.kill_topology("col-two")
+    assert sorted(rec.acked) == list(range(500))
+    rows = [r for vals in emitted.values() for r in vals]
+    by_topic = Counter(r[0] for r in rows)
+    assert by_topic == {a: 300, b: 200}, by_topic
+    assert len({(r[0], r[1], r[2]) for r in rows}) == 500  # topic, partition, offset: one row each
+    assert kafka_admin.left(a, "two-topics") == 0 and kafka_admin.left(b, "two-topics") == 0
