@@ -68,6 +68,7 @@ class SparkExecutor:
         else:
             self.spark = spark
         self.sc = self.spark.sparkContext
+        self._jvm = JvmHandles(self.sc)
         # Bolts only: spouts (and Trident's batch metadata they keep) run on the driver, one host.
         check_cluster_resources(self.sc.master, conf,
                                 {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
@@ -158,10 +159,11 @@ class SparkExecutor:
                 shuffled = self._shuffle(before, layout.width(level), worker.LEVEL_PARTITIONERS[level - 1])
                 if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
                     # level takes its State from the cached side and leaves the rest (records carry their wave)
-                    shuffled = shuffled.union(prev[level - 1])
+                    shuffled = self._union(shuffled, prev[level - 1])
                 out = shuffled.mapPartitionsWithIndex(fn, preservesPartitioning=True)
             out._bypass_serializer = True  # its step writes bytes keyed for the shuffle (worker.keyed_for_shuffle)
-            out.persist()
+            out.is_cached = True  # RDD.persist(), with the storage level looked up once
+            out._jrdd.persist(self._jvm.memory_only)
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
@@ -206,11 +208,18 @@ class SparkExecutor:
         PySpark's partitionBy without its Python pass (the level's step keyed it already)."""
         from pyspark.core.rdd import Partitioner  # noqa: PLC0415
 
-        jvm = self.sc._jvm
-        pairs = jvm.PairwiseRDD(keyed._jrdd.rdd()).asJavaPairRDD()
-        jrdd = jvm.PythonRDD.valueOfPair(pairs.partitionBy(jvm.PythonPartitioner(n, id(part_fn))))
+        jvm = self._jvm
+        pairs = jvm.pairwise_rdd(keyed._jrdd.rdd()).asJavaPairRDD()
+        jrdd = jvm.python_rdd.valueOfPair(pairs.partitionBy(jvm.python_partitioner(n, id(part_fn))))
         rdd = _raw(self.sc, jrdd)
         rdd.partitioner = Partitioner(n, part_fn)
+        return rdd
+
+    def _union(self, shuffled: Any, cached: Any) -> Any:
+        """RDD.union of a level's shuffled input and its cached output, both raw bytes under the
+        same partitioner (RDD.union asks the JVM for both partition counts to find that out)."""
+        rdd = _raw(self.sc, shuffled._jrdd.union(cached._jrdd))
+        rdd.partitioner = shuffled.partitioner
         return rdd
 
     def _output(self, rows: list[tuple]) -> WaveOutput:
@@ -272,6 +281,20 @@ class SubmittedWave:
         except Exception:  # noqa: BLE001, S110 - its wave is run again from the last good state
             pass
         self.executor._finished(self, None)
+
+
+class JvmHandles:
+    """The JVM classes and values a wave's build uses, looked up once: each Py4J lookup is a
+    round trip to the JVM, and a wave made ~86 calls."""
+
+    def __init__(self, sc: Any):
+        from pyspark import StorageLevel  # noqa: PLC0415
+
+        jvm = sc._jvm
+        self.pairwise_rdd = jvm.PairwiseRDD
+        self.python_rdd = jvm.PythonRDD
+        self.python_partitioner = jvm.PythonPartitioner
+        self.memory_only = sc._getJavaStorageLevel(StorageLevel.MEMORY_ONLY)
 
 
 def _raw(sc: Any, jrdd: Any) -> Any:
