@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+from wordcount import JIT_WARMUP_SECS  # noqa: E402 - the same JIT warm-up as the word count bench
 
 from squall import Bolt, Config, LocalCluster, Spout, TopologyBuilder  # noqa: E402
 from squall.columnar import ColumnarBolt  # noqa: E402
@@ -61,7 +62,6 @@ WARMUP = 2000
 KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
 KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
 COLUMNS_MAX_PENDING = 200000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: big waves
-JIT_WARMUP_SECS = 20.0
 KAFKA_ROUNDS = 5  # raw and the column spout: the median of 5 rounds (on Spark the JIT warms for a minute and more)
 RABBITMQ_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -38,15 +38,13 @@ NOT_OURS = -1  # the slot of a record whose partition this spout does not own (a
 class PolledBatch:
     """The records of one poll (or of due retries) as columns, and what acking them needs."""
 
-    __slots__ = ("attempts", "columns", "live", "n_live", "offsets", "records", "slots", "start")
+    __slots__ = ("columns", "live", "n_live", "offsets", "records", "slots", "start")
 
-    def __init__(self, records: list, slots: np.ndarray, offsets: np.ndarray, columns: Any,
-                 attempts: np.ndarray | None = None):
-        self.records = records  # the client's records (Messages, for retries): for dead letters and hooks
+    def __init__(self, records: list, slots: np.ndarray, offsets: np.ndarray, columns: Any):
+        self.records = records  # the client's records (Messages, with their attempts, for retries)
         self.slots = slots  # int32 per row: index of its (topic, partition, assignment) in the spout's table
         self.offsets = offsets  # int64 per row
         self.columns = columns  # pyarrow.RecordBatch of FIELDS
-        self.attempts = attempts  # int64 per row; None: every row is a first delivery
         self.start = -1  # the msg id of row 0, once emitted
         self.live = np.ones(len(offsets), np.bool_)  # rows whose tree is not settled yet
         self.n_live = len(offsets)
@@ -57,8 +55,7 @@ class PolledBatch:
     def keep(self, mask: np.ndarray) -> PolledBatch:
         """The rows where `mask` is True."""
         return PolledBatch([r for r, k in zip(self.records, mask.tolist()) if k], self.slots[mask],
-                           self.offsets[mask], self.columns.filter(pa.array(mask)),
-                           None if self.attempts is None else self.attempts[mask])
+                           self.offsets[mask], self.columns.filter(pa.array(mask)))
 
 
 class KafkaColumnSpout(KafkaSpout):
@@ -238,9 +235,10 @@ class KafkaColumnSpout(KafkaSpout):
         for s in np.unique(slots).tolist():
             if s != NOT_OURS:
                 self._offsets.polled_many(self._slot_keys[s][:2], offsets[slots == s])
-        batch = PolledBatch(msgs, slots, offsets, None)
-        keys = [km.key() for km in msgs]
-        self._queue(batch, topics, parts, keys, [km.value() for km in msgs], slots != NOT_OURS)
+        batch = self._with_columns(PolledBatch(msgs, slots, offsets, None), topics, parts, [km.key() for km in msgs],
+                                   [km.value() for km in msgs], slots != NOT_OURS)
+        if len(batch):
+            self._batches.append(batch)
 
     def _slots(self, topics: list[str] | None, parts: np.ndarray) -> np.ndarray:
         """Each record's slot: its partition with the assignment it was polled under."""
@@ -254,15 +252,15 @@ class KafkaColumnSpout(KafkaSpout):
 
     def _retry_batch(self, ms: list[Message]) -> PolledBatch | None:
         slots = np.array([self._slot(m.id[0], m.id[1], m.handle[1]) for m in ms], np.int32)
-        batch = PolledBatch(ms, slots, np.array([m.id[2] for m in ms], np.int64), None,
-                            np.array([m.attempts for m in ms], np.int64))
-        return self._queue(batch, [m.id[0] for m in ms], np.array([m.id[1] for m in ms], np.int32),
-                           [m.handle[0] for m in ms], [m.body for m in ms], None)
+        batch = PolledBatch(ms, slots, np.array([m.id[2] for m in ms], np.int64), None)
+        batch = self._with_columns(batch, [m.id[0] for m in ms], np.array([m.id[1] for m in ms], np.int32),
+                                   [m.handle[0] for m in ms], [m.body for m in ms], None)
+        return batch if len(batch) else None
 
-    def _queue(self, batch: PolledBatch, topics: list[str] | None, parts: np.ndarray, keys: list,
-               values: list, keep: np.ndarray | None) -> PolledBatch | None:
-        """Give `batch` its columns; records that do not decode go to the dead letters. A poll's
-        batch is queued to emit (None returned); a retry batch is returned, to emit now."""
+    def _with_columns(self, batch: PolledBatch, topics: list[str] | None, parts: np.ndarray, keys: list,
+                      values: list, keep: np.ndarray | None) -> PolledBatch:
+        """`batch` with its columns, without the rows `keep` leaves out and those that do not
+        decode (they go to the dead letters)."""
         value, bad = self._value_column(values)
         if bad:
             keep = np.ones(len(batch), np.bool_) if keep is None else keep.copy()
@@ -279,11 +277,7 @@ class KafkaColumnSpout(KafkaSpout):
              value], names=FIELDS)
         if keep is not None and not keep.all():
             batch = batch.keep(keep)
-        if batch.attempts is not None:
-            return batch if len(batch) else None
-        if len(batch):
-            self._batches.append(batch)
-        return None
+        return batch
 
     def _value_column(self, values: list) -> tuple[pa.Array, list[tuple[int, str]]]:
         """The value column by the scheme, and the rows that do not decode (with why)."""
