@@ -70,10 +70,13 @@ def join_topology():
     return feeder, tracker, b.create_topology()
 
 
-def run_rounds(cluster_kwargs, kill_workers_between=False):
+def run_rounds(cluster_kwargs, kill_workers_between=False, evict_between=False):
     """Eight rounds of joins; with `kill_workers_between`, this session's Python processes are
-    killed after rounds 2 and 5. Returns what was emitted and acked, and how many workers (the
-    processes the pyspark daemon forked, which hold the carried instances) were killed each time."""
+    killed after rounds 2 and 5; with `evict_between`, the cached outputs that carry the instances
+    are dropped then (as Spark drops blocks when memory runs short), so the next wave rebuilds
+    them from their lineage, back to the first wave's spout input. Returns what was emitted and
+    acked, and how many workers (the processes the pyspark daemon forked, which hold the carried
+    instances) were killed each time."""
     feeder, tracker, topo = join_topology()
     killed = []
     with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
@@ -89,6 +92,11 @@ def run_rounds(cluster_kwargs, kill_workers_between=False):
                 procs = kill_python_workers(cluster_kwargs["spark"])
                 pids = {p.pid for p in procs}
                 killed.append(sum(p.ppid in pids for p in procs))  # children of the killed daemon
+            if evict_between and rnd in (2, 5):
+                executor = cluster.coordinator("join").executor
+                for out in executor._good:
+                    out.unpersist(blocking=True)
+                killed.append(len(kill_python_workers(cluster_kwargs["spark"])))  # and the instances they hold
         coord = cluster.coordinator("join")
         emitted = coord.captured["join"]["default"]
         return ({task: list(v) for task, v in emitted.items()}, sorted(tracker.acked), sorted(tracker.failed),
@@ -109,6 +117,15 @@ def test_bolt_state_survives_killed_python_workers(spark_session):
     local, _ = run_rounds({"engine": "local"})
     spark, killed = run_rounds({"engine": "spark", "spark": spark_session}, kill_workers_between=True)
     assert len(killed) == 2 and min(killed) >= 1  # each time, at least one of this session's workers died
+    assert spark == local
+
+
+def test_bolt_state_rebuilt_from_lineage_after_evicted_caches(spark_session):
+    """The cached outputs dropped twice: each time the next wave's tasks rebuild their State by
+    running every earlier wave again from its spout input (held in files until a checkpoint)."""
+    local, _ = run_rounds({"engine": "local"})
+    spark, killed = run_rounds({"engine": "spark", "spark": spark_session}, evict_between=True)
+    assert len(killed) == 2 and min(killed) >= 1
     assert spark == local
 
 
@@ -244,6 +261,12 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
         jobs_done = coord.executor.waves  # Spark jobs that succeeded (whole waves and bisected parts)
         bisected_parts = coord.wave - coord.waves_done  # each part of a split wave takes a wave number
         lost_errors = [e for e in cluster.get_errors("count") if e.kind == "lost"]
+        inputs = coord.executor._inputs
+        held, cut_at, input_dir = inputs.held_builds, inputs.cut_at, Path(inputs.dir)
+        files = {int(p.name.split("-")[0]) for p in input_dir.iterdir()}
+    # the spout input of every build up to the checkpoint is gone, of the builds after it kept
+    assert cut_at >= CHECKPOINT_EVERY_WAVES and held and min(held) > cut_at and files == set(held)
+    assert not input_dir.exists()  # removed with the topology
     # the checkpoint and the bisection both happened
     assert jobs_done >= CHECKPOINT_EVERY_WAVES + 5
     assert len(checkpointed_rdds(spark_session) - checkpoints_before) >= 3  # each level's carried state

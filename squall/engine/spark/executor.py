@@ -2,7 +2,8 @@
 
 Each topological level of bolts is one stage, with one partition per bolt task of that level.
 Stage 1 runs over the previous wave's cached level-1 output (which holds each task's carried
-instance), with this wave's spout output in its closure. Every later stage reads one shuffle
+instance), with this wave's spout output in files its closure names (on a local master; in the
+closure itself on a cluster: engine/spark/spout_input.py). Every later stage reads one shuffle
 (records keyed by destination partition) from the level before, unioned partition by
 partition with its own cached output of the last wave (whose State it takes): a task's
 instance never leaves its partition. Each level's output is persisted (it carries the
@@ -16,7 +17,6 @@ driver.
 from __future__ import annotations
 
 import logging
-import pickle
 import re
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +32,7 @@ from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
 from squall.engine.spark.session import get_or_create_session
+from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
 from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
@@ -85,6 +86,7 @@ class SparkExecutor:
         if depth > len(worker.LEVEL_PARTITIONERS):
             raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
+        self._inputs = SpoutInputs(self.sc.master)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         # per level: the persisted output (it carries the instances) of the last wave submitted,
         # which the next wave builds on, and of the last wave whose job succeeded
@@ -121,33 +123,36 @@ class SparkExecutor:
         takes its own wave's records alone (worker.this_wave)."""
         if self.layout.depth == 0:
             return SubmittedWave(self, wave, [], None)
-        outs = self._build(spout_outputs, wave, now)
+        outs, checkpoint = self._build(spout_outputs, wave, now)
         self._state = outs
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
         job = self._pool.submit(self._run_job, outs, wave)
-        return SubmittedWave(self, wave, outs, job)
+        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None)
 
-    def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None) -> list[Any]:
+    def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
+               now: float | None) -> tuple[list[Any], bool]:
+        """The wave's RDDs, one per level, and whether they are checkpointed."""
         layout = self.layout
         width1 = layout.width(1)
-        # Spout output goes to stage 1's closure: level-1 tasks get it as input, later levels
-        # get it forwarded through level 1.
+        # Spout output goes to stage 1 (engine/spark/spout_input.py): level-1 tasks get it as
+        # input, later levels get it forwarded through level 1.
         per_part: dict[int, dict[tuple[int, int], list]] = {}
         for target, batch in spout_outputs:
             lv, p = layout.loc[target]
             per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(dumps(batch))
-        spout_in = {}
-        for p1, dests in per_part.items():
-            recs = [Inputs(wave, b) if lv == 1 else Forward(wave, lv, p, b) for (lv, p), b in dests.items()]
-            spout_in[p1] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
+        spout_in = {p1: [Inputs(wave, b) if lv == 1 else Forward(wave, lv, p, b) for (lv, p), b in dests.items()]
+                    for p1, dests in per_part.items()}
         sc = self.sc
         prev = self._state
         outs = []
-        checkpoint = (self._built + 1) % CHECKPOINT_EVERY_WAVES == 0
         self._built += 1
+        carried = self._inputs.carry(self._built, spout_in)
+        checkpoint = self._built % CHECKPOINT_EVERY_WAVES == 0 or self._inputs.bytes_since_checkpoint > MAX_HELD_BYTES
+        if checkpoint:
+            self._inputs.checkpointing()
         for level in range(1, layout.depth + 1):
-            fn = worker.run_level(self.uid, self._blob, wave, level, spout_in if level == 1 else None, now)
+            fn = worker.run_level(self.uid, self._blob, wave, level, carried if level == 1 else None, now)
             if level == 1:
                 base = _raw(sc, prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd)
                 out = base.mapPartitionsWithIndex(fn)
@@ -167,7 +172,7 @@ class SparkExecutor:
             if checkpoint:
                 out.checkpoint()  # cut the lineage now and then; written from the cache after the job
             outs.append(out)
-        return outs
+        return outs, checkpoint
 
     def _run_job(self, outs: list[Any], wave: int) -> list[tuple]:
         """In a thread of the pool: the wave's job (a job's group is per thread)."""
@@ -186,6 +191,8 @@ class SparkExecutor:
         for old in self._good:
             old.unpersist(blocking=False)
         self._good = job.outs
+        if job.checkpointed is not None:  # its checkpoint is written: earlier builds never run again
+            self._inputs.cut(job.checkpointed)
         self.waves += 1
         return self._output(rows)
 
@@ -247,6 +254,7 @@ class SparkExecutor:
         for out in {id(o): o for o in [*self._state, *self._good]}.values():
             out.unpersist(blocking=False)
         self._state = self._good = []
+        self._inputs.close()
         try:
             self._blob.unpersist()
         except Exception:  # noqa: BLE001
@@ -257,11 +265,13 @@ class SubmittedWave:
     """A wave's job, running: `result()` waits for it (raises WaveLost when it failed);
     `drop()` waits for it and throws its result away (an earlier wave was lost)."""
 
-    def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None):
+    def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None,
+                 checkpointed: int | None = None):
         self.executor = executor
         self.wave = wave
         self.outs = outs
         self.job = job
+        self.checkpointed = checkpointed  # the build number, when its outputs are checkpointed
 
     def result(self) -> WaveOutput:
         if self.job is None:

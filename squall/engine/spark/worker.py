@@ -26,6 +26,7 @@ from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
 from squall.engine.sealing import portable_captured, seal_outputs
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
+from squall.engine.spark.spout_input import Carried, records_for
 from squall.engine.task_kinds import bolt_task_class
 from squall.reliability.anchoring import combine
 
@@ -96,13 +97,13 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
     return kind.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
 
 
-def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, bytes] | None = None,
+def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: Carried | None = None,
               now: float | None = None) -> Any:
     """The function of stage `level` of a wave: partition p is task p of that level.
 
     Stage 1 runs over the previous wave's cached output of level 1, and gets this wave's spout
-    output in its closure (Spark ships a stage's closure once per executor), pickled per
-    partition so a task unpickles only its own part. Later stages run over the shuffle from the
+    output through its closure, pickled per partition so a task reads and unpickles only its
+    own part (from a file on a local master: engine/spark/spout_input.py). Later stages run over the shuffle from the
     level before, unioned (partition by partition, no shuffle) with their cached state."""
 
     def run(p: int, it: Iterable[bytes]) -> Iterator[bytes]:
@@ -113,8 +114,8 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: dict[int, by
         # every task's return: 9% of the workers' CPU on word count).
         with gc_paused(setup[1].get(Config.SQUALL_GC_TUNE, True)):
             records = this_wave(records_of(it), wave)
-            if level == 1 and spout_in and p in spout_in:
-                records.extend(pickle.loads(spout_in[p]))
+            if level == 1:
+                records.extend(records_for(spout_in, p))
             out = _run_partition(uid, setup, wave, level, p, records, now)
             del records
             keyed = keyed_for_shuffle(out)
