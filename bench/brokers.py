@@ -61,7 +61,9 @@ WAVE_SECS = 2.0
 WARMUP = 2000
 KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
 KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
-COLUMNS_MAX_PENDING = 200000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: big waves
+COLUMNS_MAX_PENDING = 400000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: room for two big ones
+STEADY_WITHIN = 0.1  # the column case's warm-up ends when a round runs within 10% of the one before
+STEADY_MAX_SECS = 180.0  # ... or after this long (Spark's JIT took more than a minute to settle)
 KAFKA_ROUNDS = 5  # raw and the column spout: the median of 5 rounds (on Spark the JIT warms for a minute and more)
 RABBITMQ_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -163,9 +165,11 @@ class JitWarmup:
 
 def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float,
                 columnar: bool = False, warmup: int = WARMUP, max_pending: int = MAX_PENDING,
-                rounds: int = 1) -> dict[str, Any]:
+                rounds: int = 1, steady: bool = False) -> dict[str, Any]:
     """N messages through the topology, `rounds` times after the warm-up; the rate is the median
-    round's (`rounds` lists them all)."""
+    round's (`rounds` lists them all). `steady`: the warm-up goes on with rounds of N until one
+    runs within STEADY_WITHIN of the one before (or STEADY_MAX_SECS pass); they are listed as
+    `warmup_rounds`."""
     with LocalCluster(engine=engine, spark=spark) as cluster:
         cluster.submit_topology("bench", conf(max_pending), topology(spout, columnar))
         coord = cluster.coordinator("bench")
@@ -183,20 +187,28 @@ def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeo
             publish(payloads(warmup, 10**9 + warmed))
             warmed += warmup
             wait_acked(warmed)
-        runs = []
-        for i in range(rounds):
+
+        def one_round(start: int) -> tuple[float, int]:
+            """N messages published while the spout is off, then timed from activation to the last ack."""
             cluster.deactivate("bench")
-            publish(payloads(n, i * n))
+            publish(payloads(n, start))
             waves0 = coord.waves_done
             t0 = time.perf_counter()
             cluster.activate("bench")
-            wait_acked(warmed + (i + 1) * n)
-            runs.append((time.perf_counter() - t0, coord.waves_done - waves0))
+            wait_acked(task.counters.acked + n)
+            return time.perf_counter() - t0, coord.waves_done - waves0
+
+        warm_rates: list[float] = []
+        steady_until = time.monotonic() + STEADY_MAX_SECS
+        while steady and time.monotonic() < steady_until and not (
+                len(warm_rates) >= 2 and abs(warm_rates[-1] / warm_rates[-2] - 1) <= STEADY_WITHIN):
+            warm_rates.append(n / one_round(2 * 10**9 + len(warm_rates) * n)[0])
+        runs = [one_round(i * n) for i in range(rounds)]
         errors = coord.error_count
         cluster.kill_topology("bench")
     secs, waves = sorted(runs)[len(runs) // 2]
     return {"secs": secs, "rate": n / secs, "waves": waves, "errors": errors,
-            "rounds": [round(n / s) for s, _ in runs]}
+            "rounds": [round(n / s) for s, _ in runs], "warmup_rounds": [round(r) for r in warm_rates]}
 
 
 # -- RabbitMQ ----------------------------------------------------------------------------------
@@ -478,7 +490,7 @@ def bench_kafka(n: int, engine: str, spark: Any, timeout: float) -> dict[str, An
         columns = KafkaColumnSpout(bootstrap, [columns_topic], "squall", scheme="string")
         sq_columns = squall_rate(columns, lambda bodies: publish(bodies, columns_topic), n, engine, spark, timeout,
                                  columnar=True, warmup=KAFKA_WARMUP, max_pending=COLUMNS_MAX_PENDING,
-                                 rounds=KAFKA_ROUNDS)
+                                 rounds=KAFKA_ROUNDS, steady=True)
     finally:
         if proc is not None:
             proc.kill()
@@ -494,6 +506,8 @@ def result(raw_rate: float, sq: dict[str, Any]) -> dict[str, Any]:
            "errors": sq["errors"]}
     if len(sq["rounds"]) > 1:
         out["squall_rounds"] = sq["rounds"]
+    if sq["warmup_rounds"]:
+        out["warmup_rounds"] = sq["warmup_rounds"]
     return out
 
 
