@@ -129,6 +129,27 @@ def test_bolt_state_rebuilt_from_lineage_after_evicted_caches(spark_session):
     assert spark == local
 
 
+def test_checkpoint_files_of_old_waves_are_removed(spark_session):
+    """Over four checkpoints, each level's files of all but the last two are deleted (Spark never
+    deletes them: a topology left running filled its checkpoint directory)."""
+    feeder, tracker, topo = join_topology()
+    deleted = []
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
+        cluster.submit_topology("ckpt", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, topo)
+        files = cluster.coordinator("ckpt").executor.checkpoint_files
+        files._delete = lambda path, _d=files._delete: (deleted.append(path), _d(path))
+        for i in range(4 * CHECKPOINT_EVERY_WAVES + 2):
+            feeder.feed([f"k{i % 5}", "right"], i)
+            cluster.wait_idle()  # a wave each
+        kept = [p for paths in files._kept for p in paths]
+    levels = 2
+    assert files.written == 4 * levels and len(kept) == 2 * levels
+    assert sorted(deleted) == sorted(set(deleted)) and len(deleted) == files.removed == 2 * levels
+    assert sorted(tracker.acked) == list(range(4 * CHECKPOINT_EVERY_WAVES + 2))
+    on_disk = lambda p: Path(urlparse(p).path).exists()  # noqa: E731
+    assert all(on_disk(p) for p in kept) and not any(on_disk(p) for p in deleted)
+
+
 def spark_attempt() -> tuple[int, int, int]:
     """(stage, partition, attempt number) of the Spark task running this code."""
     from pyspark import TaskContext

@@ -28,6 +28,7 @@ from squall.api.config import Config
 from squall.api.topology import StormTopology
 from squall.engine.sealing import dumps
 from squall.engine.spark import worker
+from squall.engine.spark.checkpoint_files import CheckpointFiles
 from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
@@ -40,6 +41,7 @@ from squall.reliability.batch import TupleBatch
 log = logging.getLogger("squall")
 
 CHECKPOINT_EVERY_WAVES = 25
+CHECKPOINT_ALL_LEVELS = "spark.checkpoint.checkpointAllMarkedAncestors"  # a thread's local property
 STATE_SHUFFLE_BYTES = 1 << 20  # a level's States bigger than this in all stay behind (worker.without_states)
 
 
@@ -87,6 +89,7 @@ class SparkExecutor:
             raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
         self._inputs = SpoutInputs(self.sc.master)
+        self.checkpoint_files = CheckpointFiles(self.sc)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         # per level: the persisted output (it carries the instances) of the last wave submitted,
         # which the next wave builds on, and of the last wave whose job succeeded
@@ -134,6 +137,7 @@ class SparkExecutor:
                now: float | None) -> tuple[list[Any], bool]:
         """The wave's RDDs, one per level, and whether they are checkpointed."""
         layout = self.layout
+        sc = self.sc
         width1 = layout.width(1)
         # Spout output goes to stage 1 (engine/spark/spout_input.py): level-1 tasks get it as
         # input, later levels get it forwarded through level 1.
@@ -143,7 +147,6 @@ class SparkExecutor:
             per_part.setdefault(p if lv == 1 else p % width1, {}).setdefault((lv, p), []).append(dumps(batch))
         spout_in = {p1: [Inputs(wave, b) if lv == 1 else Forward(wave, lv, p, b) for (lv, p), b in dests.items()]
                     for p1, dests in per_part.items()}
-        sc = self.sc
         prev = self._state
         outs = []
         self._built += 1
@@ -151,6 +154,10 @@ class SparkExecutor:
         checkpoint = self._built % CHECKPOINT_EVERY_WAVES == 0 or self._inputs.bytes_since_checkpoint > MAX_HELD_BYTES
         if checkpoint:
             self._inputs.checkpointing()
+            # Every level's checkpoint written by this wave's job: by default Spark writes only the
+            # last marked RDD of a lineage, and the earlier levels' waited for the next job (the
+            # spout input they need until then would be cut too soon). Read at RDD creation.
+            sc.setLocalProperty(CHECKPOINT_ALL_LEVELS, "true")
         for level in range(1, layout.depth + 1):
             fn = worker.run_level(self.uid, self._blob, wave, level, carried if level == 1 else None, now)
             if level == 1:
@@ -193,6 +200,7 @@ class SparkExecutor:
         self._good = job.outs
         if job.checkpointed is not None:  # its checkpoint is written: earlier builds never run again
             self._inputs.cut(job.checkpointed)
+            self.checkpoint_files.written_for(job.outs)
         self.waves += 1
         return self._output(rows)
 
