@@ -43,7 +43,15 @@ def test_a_cluster_master_keeps_the_input_in_the_closure(tmp_path):
     carried = inputs.carry(1, {0: recs(1, 0)})
     assert inputs.dir is None and isinstance(carried[0], bytes) and list(tmp_path.iterdir()) == []
     assert records_for(carried, 0) == recs(1, 0)
-    assert inputs.bytes_since_checkpoint == len(carried[0])
+    assert inputs.bytes_since_checkpoint == 0  # Spark keeps a closure as long as its RDD: no early checkpoint
+
+
+def test_a_file_that_cannot_be_written_leaves_its_records_in_the_closure(tmp_path, caplog):
+    inputs = SpoutInputs("local[2]", str(tmp_path))
+    Path(inputs.dir).rmdir()  # as good as a full disk: open() fails
+    carried = inputs.carry(7, {0: recs(7, 0)})
+    assert isinstance(carried[0], bytes) and records_for(carried, 0) == recs(7, 0)
+    assert inputs.held_builds == [] and "could not be written" in caplog.text
 
 
 def test_files_stay_until_a_later_checkpoint_is_written(tmp_path):

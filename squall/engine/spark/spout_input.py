@@ -20,6 +20,7 @@ the files held since the last checkpoint pass MAX_HELD_BYTES.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import shutil
@@ -27,9 +28,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("squall")
+
 SHM = "/dev/shm"
 DIR_PREFIX = "squall-spout-"
-MAX_HELD_BYTES = 256 << 20  # spout input written since the last checkpointed build: checkpoint early past this
+MAX_HELD_BYTES = 256 << 20  # spout input in files since the last checkpointed build: checkpoint early past this
 
 Carried = dict[int, "bytes | str"]  # level-1 partition -> its pickled records, or the file that holds them
 
@@ -54,20 +57,28 @@ class SpoutInputs:
 
     def carry(self, build: int, parts: dict[int, list]) -> Carried:
         """What stage 1's closure holds for build `build`: each partition's records pickled, or
-        the file they are pickled into (written as they are pickled: no copy in memory)."""
-        if self.dir is None:
-            out: Carried = {p: pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL) for p, recs in parts.items()}
-            self.bytes_since_checkpoint += sum(len(b) for b in out.values())
-            return out
-        paths: dict[int, str | bytes] = {}
+        the file they are pickled into (written as they are pickled: no copy in memory). A file
+        that cannot be written (the disk is full) leaves its records in the closure."""
+        out: Carried = {}
+        paths = []
         for p, recs in parts.items():
-            path = os.path.join(self.dir, f"{build}-{p}")
-            with open(path, "wb") as f:
-                pickle.dump(recs, f, protocol=pickle.HIGHEST_PROTOCOL)
-                self.bytes_since_checkpoint += f.tell()
-            paths[p] = path
-        self._held.append((build, list(paths.values())))
-        return paths
+            if self.dir is not None:
+                path = os.path.join(self.dir, f"{build}-{p}")
+                try:
+                    with open(path, "wb") as f:
+                        pickle.dump(recs, f, protocol=pickle.HIGHEST_PROTOCOL)
+                        self.bytes_since_checkpoint += f.tell()
+                    out[p] = path
+                    paths.append(path)
+                    continue
+                except OSError as e:
+                    _unlink(path)
+                    log.warning("spout input of wave build %d goes in the closure: %s could not be written (%s)",
+                                build, path, e)
+            out[p] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
+        if paths:
+            self._held.append((build, paths))
+        return out
 
     def checkpointing(self) -> None:
         """This build is checkpointed: count the bytes held from here."""
@@ -78,10 +89,7 @@ class SpoutInputs:
         self.cut_at = max(self.cut_at, build)
         while self._held and self._held[0][0] <= build:
             for path in self._held.pop(0)[1]:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                _unlink(path)
 
     @property
     def held_builds(self) -> list[int]:
@@ -91,6 +99,13 @@ class SpoutInputs:
         self._held = []
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def remove_orphans(parent: str) -> None:
