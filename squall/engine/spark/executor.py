@@ -156,7 +156,8 @@ class SparkExecutor:
             self._inputs.checkpointing()
             # Every level's checkpoint written by this wave's job: by default Spark writes only the
             # last marked RDD of a lineage, and the earlier levels' waited for the next job (the
-            # spout input they need until then would be cut too soon). Read at RDD creation.
+            # spout input they need until then would be cut too soon). A property of the building
+            # thread, read when an RDD is made; once set it stays.
             sc.setLocalProperty(CHECKPOINT_ALL_LEVELS, "true")
         for level in range(1, layout.depth + 1):
             fn = worker.run_level(self.uid, self._blob, wave, level, carried if level == 1 else None, now)

@@ -103,8 +103,9 @@ def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: Carried | No
 
     Stage 1 runs over the previous wave's cached output of level 1, and gets this wave's spout
     output through its closure, pickled per partition so a task reads and unpickles only its
-    own part (from a file on a local master: engine/spark/spout_input.py). Later stages run over the shuffle from the
-    level before, unioned (partition by partition, no shuffle) with their cached state."""
+    own part (from a file on a local master: engine/spark/spout_input.py). Later stages run
+    over the shuffle from the level before, unioned (partition by partition, no shuffle) with
+    their cached state."""
 
     def run(p: int, it: Iterable[bytes]) -> Iterator[bytes]:
         setup = _setup(uid, blob)
