@@ -18,10 +18,16 @@ from squall.engine.spark.logs import (
     spark_log_path,
     start_context_logging_to_file,
 )
+from squall.engine.spark.spout_input import is_local_master
 
 log = logging.getLogger("squall")
 
 DEFAULT_MASTER = "local[*,4]"  # all cores; up to 4 attempts per task, so a dead Python worker is retried
+# On one host the JVM only schedules and moves bytes, and its optimizing JIT (C2) kept compiling
+# for more than a minute, taking CPU from the Python workers: with C1 alone the Kafka column
+# bench ran 452K-477K records/s against 364K-411K (8 rounds after 15 s, two runs each), its
+# first round 266K-319K against 252K-263K. SQUALL_SPARK_JAVA_OPTIONS replaces it ("" for none).
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 class JavaMissingError(RuntimeError):
@@ -69,6 +75,10 @@ def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str,
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
     }
+    java_options = os.environ.get("SQUALL_SPARK_JAVA_OPTIONS",
+                                  LOCAL_JAVA_OPTIONS if is_local_master(settings["spark.master"]) else "")
+    if java_options:  # the driver's JVM, which on a local master runs the tasks too
+        settings["spark.driver.extraJavaOptions"] = java_options
     settings.update(extra_conf or {})
     return settings
 
