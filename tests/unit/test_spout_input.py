@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from squall.engine.spark.host_local import tasks_in_driver_jvm
 from squall.engine.spark.records import Inputs
-from squall.engine.spark.spout_input import DIR_PREFIX, SpoutInputs, is_local_master, records_for, remove_orphans
+from squall.engine.spark.spout_input import DIR_PREFIX, SpoutInputs, records_for, remove_orphans
 
 
 def recs(build: int, p: int) -> list:
@@ -22,7 +23,7 @@ def recs(build: int, p: int) -> list:
                                           ("local-cluster[2,1,1024]", False), ("spark://host:7077", False),
                                           ("yarn", False)])
 def test_local_masters(master, local):
-    assert is_local_master(master) is local
+    assert tasks_in_driver_jvm(master) is local
 
 
 def test_a_local_master_writes_one_file_per_partition_and_a_task_reads_its_own(tmp_path):

@@ -40,7 +40,14 @@ class HostLocalResourceError(ValueError):
 
 
 def is_local_master(master: str) -> bool:
+    """Every task on the driver's host: `local[...]` and `local-cluster[...]`."""
     return master.startswith("local")
+
+
+def tasks_in_driver_jvm(master: str) -> bool:
+    """`local`, `local[N]`, `local[N,F]`: every task in the driver's own JVM (not
+    `local-cluster[...]`, whose executors are JVMs of their own)."""
+    return master == "local" or master.startswith("local[")
 
 
 def shared_paths(conf: dict) -> list[str]:

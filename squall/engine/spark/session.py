@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import Any
 
+from squall.engine.spark.host_local import tasks_in_driver_jvm
 from squall.engine.spark.logs import (
     CONSOLE_LEVEL,
     FILE_LEVEL,
@@ -18,7 +19,6 @@ from squall.engine.spark.logs import (
     spark_log_path,
     start_context_logging_to_file,
 )
-from squall.engine.spark.spout_input import is_local_master
 
 log = logging.getLogger("squall")
 
@@ -76,7 +76,7 @@ def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str,
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
     }
     java_options = os.environ.get("SQUALL_SPARK_JAVA_OPTIONS",
-                                  LOCAL_JAVA_OPTIONS if is_local_master(settings["spark.master"]) else "")
+                                  LOCAL_JAVA_OPTIONS if tasks_in_driver_jvm(settings["spark.master"]) else "")
     if java_options:  # the driver's JVM, which on a local master runs the tasks too
         settings["spark.driver.extraJavaOptions"] = java_options
     settings.update(extra_conf or {})

@@ -10,7 +10,8 @@ pickled once into its own file and the closure carries the paths: a task reads o
 files go to /dev/shm when there is one: on disk, once ~100 MB were written the kernel's
 writeback throttled each 16 MB write from 4 ms to 32 ms. A driver killed before it removes
 its directory leaves it behind; the next one on the host removes it (its name holds the pid).
-On any other master (executors on other hosts) the input stays in the closure.
+On any other master (executors in JVMs of their own, on this host or others) the input stays
+in the closure.
 
 A level-1 task may run again later, long after its wave: Spark rebuilds a lost cached partition
 from its lineage, which reaches back to the last checkpoint. So a wave's files stay until a
@@ -28,6 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from squall.engine.spark.host_local import tasks_in_driver_jvm
+
 log = logging.getLogger("squall")
 
 SHM = "/dev/shm"
@@ -37,17 +40,12 @@ MAX_HELD_BYTES = 256 << 20  # spout input in files since the last checkpointed b
 Carried = dict[int, "bytes | str"]  # level-1 partition -> its pickled records, or the file that holds them
 
 
-def is_local_master(master: str) -> bool:
-    """`local`, `local[N]`, `local[N,F]`: every task on this host (not `local-cluster[...]`)."""
-    return master == "local" or master.startswith("local[")
-
-
 class SpoutInputs:
     """The driver's side: packs a build's per-partition input and removes it when unreachable."""
 
     def __init__(self, master: str, parent_dir: str | None = None):
         self.dir = None
-        if is_local_master(master):
+        if tasks_in_driver_jvm(master):
             parent = parent_dir or (SHM if os.access(SHM, os.W_OK) else None)
             remove_orphans(parent or tempfile.gettempdir())
             self.dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent)
