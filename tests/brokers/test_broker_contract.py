@@ -203,6 +203,25 @@ def test_a_dropped_connection_loses_nothing(proxied_admin):
         assert not twice, f"{len(twice)} message(s) acked more than once, e.g. {twice[:5]}"
 
 
+def stop_while_holding(admin, source: str, worker, out, tries: int = 50) -> None:
+    """SIGSTOP the worker at a moment the broker counts messages it holds unacked (where the
+    broker tells: not RabbitMQ, whose prefetch always holds some). Checking and then killing a
+    running worker are two steps: a spout that acked its whole batch between them, before taking
+    the next, held nothing (seen on Redis). Stopped, the worker acks nothing more: the broker's
+    count after a round trip (what the worker had sent has landed) is what the kill leaves."""
+    for _ in range(tries):
+        assert worker.poll() is None, "the worker ended before the kill"
+        os.kill(worker.pid, signal.SIGSTOP)
+        admin.unacked(source, KILL_GROUP)
+        unacked = admin.unacked(source, KILL_GROUP)
+        if unacked is None or unacked > 0:
+            return
+        os.kill(worker.pid, signal.SIGCONT)
+        done = sum(read_ids(out).values())
+        wait_until(lambda done=done: sum(read_ids(out).values()) > done, 30, f"the worker to go on past {done} lines")
+    raise AssertionError(f"the worker held nothing unacked at any of {tries} stops")
+
+
 def test_a_killed_process_loses_nothing(admin, tmp_path):
     """SIGKILL the topology's process while its spout holds unacked messages (counted at the
     broker); a new process with the same group gets them back (RabbitMQ requeues them at once,
@@ -213,15 +232,10 @@ def test_a_killed_process_loses_nothing(admin, tmp_path):
     admin.publish(source, [b'{"id": %d}' % i for i in range(n)])
     out = tmp_path / "out.txt"
 
-    def holding() -> bool:  # where the broker tells (not RabbitMQ): kill while the spout holds some
-        unacked = admin.unacked(source, KILL_GROUP)
-        return unacked is None or unacked > 0
-
     worker = start_worker(admin.broker, source, out, delay_ms=1, url=getattr(admin, "worker_url", None))
     try:
-        wait_until(lambda: sum(read_ids(out).values()) >= n // 4 and holding(), 60,
-                   lambda: f"{sum(read_ids(out).values())} lines")
-        assert worker.poll() is None
+        wait_until(lambda: sum(read_ids(out).values()) >= n // 4, 60, lambda: f"{sum(read_ids(out).values())} lines")
+        stop_while_holding(admin, source, worker, out)
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(10)
         assert len(set(read_ids(out))) < n, "finished before the kill: the test proves nothing"
@@ -235,6 +249,7 @@ def test_a_killed_process_loses_nothing(admin, tmp_path):
     finally:
         if worker.poll() is None:
             worker.terminate()  # closes its topology: the last acks go out
+            os.kill(worker.pid, signal.SIGCONT)  # in case it failed while stopped
             worker.wait(30)
     assert set(read_ids(out)) == set(range(n))
     wait_until(lambda: admin.settled(source, KILL_GROUP), 20,
