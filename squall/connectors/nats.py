@@ -6,6 +6,13 @@ This module shares its last name with the `nats` package (nats-py); with absolut
 
 from __future__ import annotations
 
+from squall.connectors.column_spout import ColumnSpoutMixin
 from squall.connectors.nats_jetstream import JetStreamSpout, nats_servers
 
-__all__ = ["JetStreamSpout", "nats_servers"]
+__all__ = ["JetStreamColumnSpout", "JetStreamSpout", "nats_servers"]
+
+
+class JetStreamColumnSpout(ColumnSpoutMixin, JetStreamSpout):
+    """JetStreamSpout for columnar topologies: what it has received goes out as one Arrow batch
+    (column "value", utf8 or binary) per call, each message its own tree, acked, retried and
+    dead-lettered as with JetStreamSpout (see squall.connectors.column_spout)."""

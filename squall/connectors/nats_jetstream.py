@@ -47,7 +47,7 @@ from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
 from squall.connectors.nats_acks import AckConfirmer
 from squall.connectors.nats_connect import connect
-from squall.connectors.nats_pulls import PullRequests
+from squall.connectors.nats_pulls import PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
 
@@ -262,8 +262,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
             self._kick()
             return
-        md = nm.metadata
-        seq, n = md.sequence.stream, md.num_delivered
+        seq, n = delivery_ids(nm.reply)
         m = Message((seq, n), nm.data, n, handle=nm, headers=nm.headers)
         self.decode(m)  # here, off the wave's path
         self._incoming.append(m)

@@ -35,7 +35,9 @@ from urllib.parse import quote
 import pika
 import pika.exceptions
 
+from squall.connectors.column_spout import ColumnSpoutMixin
 from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
+from squall.connectors.rabbitmq_tags import DeliveryTags
 from squall.connectors.settings import Secret, env_first, redact_url, url_with_password
 from squall.connectors.spout import Message
 
@@ -174,6 +176,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             raise
         self._ch, self._pub = ch, pub
         self._gen += 1
+        self._tags = DeliveryTags()  # a new channel numbers its deliveries from 1
         self._consumer_tag = None
         self._conn = conn
         if self._active:
@@ -193,12 +196,13 @@ class RabbitMQSpout(IOThreadBrokerSpout):
         _close_quietly(conn)  # what is not acked goes back to the queue
 
     def _consume(self) -> None:
-        gen, incoming, decode = self._gen, self._incoming, self.decode
+        gen, incoming, decode, tags = self._gen, self._incoming, self.decode, self._tags
 
         def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
             headers = props.headers or {}
             attempts = max(_int_header(headers, ATTEMPTS_HEADER), _int_header(headers, "x-delivery-count")) + 1
             tag = method.delivery_tag
+            tags.delivered(tag)
             m = Message((gen, tag), body, attempts, (gen, tag, props, method.redelivered), headers)
             decode(m)
             incoming.append(m)
@@ -229,9 +233,11 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                                    f"{dropped} unacked message(s) go back to queue {self.queue!r}; reconnecting", None))
 
     def _run_actions(self) -> None:
-        """On the I/O thread: the acks, retries, dead letters and pauses the spout handed over."""
+        """On the I/O thread: the acks, retries, dead letters and pauses the spout handed over.
+        The acks go out last, as few frames as the settled tags allow (see rabbitmq_tags)."""
         self._scheduled = False
         actions, done, gen = self._actions, self._done, self._gen
+        acks: list[Message] = []
         while actions:
             kind, m, failure = actions.popleft()
             if kind == "pause":
@@ -244,10 +250,8 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             if m.handle[0] != gen:
                 done.append((STALE, m, None))  # its connection is gone: RabbitMQ redelivers it
                 continue
-            tag = m.handle[1]
             if kind == "ack":
-                self._ch.basic_ack(tag)
-                done.append((ACKED, m, None))
+                acks.append(m)
             elif kind == "retry":
                 headers = dict(m.headers or {})
                 headers[ATTEMPTS_HEADER] = m.attempts
@@ -257,9 +261,21 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             else:
                 headers = dict(m.headers or {})
                 headers.pop(REASON_HEADER, None)
-                headers.update(failure.fields(self.queue, tag))
+                headers.update(failure.fields(self.queue, m.handle[1]))
                 if self._republish(m, self.dead_letter_queue, headers):
                     done.append((DEAD, m, failure))
+        if acks:
+            self._ack(acks)
+
+    def _ack(self, acks: list[Message]) -> None:
+        """basic.ack these deliveries: one multiple ack for those the settled tags allow, the
+        rest one by one."""
+        multiple, singles = self._tags.plan_acks([m.handle[1] for m in acks])
+        if multiple is not None:
+            self._ch.basic_ack(multiple, multiple=True)
+        for tag in singles:
+            self._ch.basic_ack(tag)
+        self._done.extend([(ACKED, m, None) for m in acks])
 
     def _pause(self) -> None:
         if self._consumer_tag is not None:
@@ -272,6 +288,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                 break
             if m.handle[0] == self._gen:
                 self._ch.basic_nack(m.handle[1], requeue=True)
+                self._tags.settled(m.handle[1])
 
     def _republish(self, m: Message, routing_key: str, headers: dict) -> bool:
         """Publish a copy of `m` (confirmed), then ack the original; False if the copy was refused."""
@@ -286,9 +303,17 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             self._done.append((REPORT, f"RabbitMQ refused the copy of message {tag} for {routing_key!r} "
                                        f"({type(e).__name__}); requeued it as it is", None))
             self._ch.basic_nack(tag, requeue=True)
+            self._tags.settled(tag)
             return False
         self._ch.basic_ack(tag)  # if this fails the copy is stored and the original comes back: at least once
+        self._tags.settled(tag)
         return True
+
+
+class RabbitMQColumnSpout(ColumnSpoutMixin, RabbitMQSpout):
+    """RabbitMQSpout for columnar topologies: what it has received goes out as one Arrow batch
+    (column "value", utf8 or binary) per call, each message its own tree, acked, retried and
+    dead-lettered as with RabbitMQSpout (see squall.connectors.column_spout)."""
 
 
 def _close_quietly(conn: Any) -> None:

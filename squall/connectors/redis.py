@@ -6,6 +6,13 @@ This module shares its last name with the `redis` package (redis-py); with absol
 
 from __future__ import annotations
 
+from squall.connectors.column_spout import ColumnSpoutMixin
 from squall.connectors.redis_streams import RedisStreamSpout, redis_url
 
-__all__ = ["RedisStreamSpout", "redis_url"]
+__all__ = ["RedisStreamColumnSpout", "RedisStreamSpout", "redis_url"]
+
+
+class RedisStreamColumnSpout(ColumnSpoutMixin, RedisStreamSpout):
+    """RedisStreamSpout for columnar topologies: what it has read goes out as one Arrow batch
+    (column "value", utf8 or binary) per call, each entry its own tree, acked, retried and
+    dead-lettered as with RedisStreamSpout (see squall.connectors.column_spout)."""

@@ -126,21 +126,32 @@ class BrokerSpout(Spout):
         self._connect()
 
     def next_tuple(self) -> None:
-        for _ in range(MAX_BAD_PER_CALL):
+        taken = self._take_decoded(1)
+        if not taken:
+            return
+        m = taken[0]
+        m.emitted_at = m.touched_at = time.monotonic()
+        self._inflight[m.id] = m
+        self._collector.emit(self._values(m), msg_id=m.id)
+        self.counters.emitted += 1
+
+    def _take_decoded(self, room: int) -> list[Message]:
+        """Up to `room` decoded messages off the broker side; the undecodable ones met on the
+        way are dead-lettered, at most MAX_BAD_PER_CALL a call (the column spouts take many)."""
+        taken: list[Message] = []
+        bad = 0
+        while len(taken) < room and bad < MAX_BAD_PER_CALL:
             m = self._next_message()
             if m is None:
-                return
+                break
             if not m.decoded:
                 self.decode(m)
             if m.error is not None:
                 self._undecodable(m)
+                bad += 1
                 continue
-            now = time.monotonic()
-            m.emitted_at = m.touched_at = now
-            self._inflight[m.id] = m
-            self._collector.emit(self._values(m), msg_id=m.id)
-            self.counters.emitted += 1
-            return
+            taken.append(m)
+        return taken
 
     def ack(self, msg_id: Any) -> None:
         m = self._inflight.pop(msg_id, None)

@@ -138,3 +138,25 @@ def test_a_wrong_password_fails_at_open_without_showing_it(tmp_path, caplog):
 
 def test_the_module_name_does_not_shadow_nats_py():
     check_module_does_not_shadow("nats", "nats_jetstream", "connect", "JetStreamSpout")
+
+
+@pytest.mark.parametrize("reply", [
+    "$JS.ACK.orders.squall.3.1234.77.1700000000000000000.5",  # v1
+    "$JS.ACK._.acchash.orders.squall.2.99.12.1700000000000000000.0.tok",  # v2, no domain, with a token
+    "$JS.ACK.hub.acchash.orders.squall.7.5.4.1700000000000000000.1",  # v2 with a domain
+])
+def test_delivery_ids_read_the_ack_subject_as_nats_py_does(reply):
+    from nats.aio.msg import Msg
+
+    from squall.connectors.nats_pulls import delivery_ids
+
+    md = Msg.Metadata._from_reply(reply)
+    assert delivery_ids(reply) == (md.sequence.stream, md.num_delivered)
+
+
+@pytest.mark.parametrize("reply", ["_INBOX.abc.1", "$JS.ACK.a.b.1.2.3.4.5.6", "$JS.NAK.orders.squall.3.1234.77.1.5"])
+def test_delivery_ids_refuse_what_is_not_an_ack_subject(reply):
+    from squall.connectors.nats_pulls import delivery_ids
+
+    with pytest.raises(ValueError, match="not a JetStream ack subject"):
+        delivery_ids(reply)

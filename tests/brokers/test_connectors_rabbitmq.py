@@ -49,3 +49,110 @@ def test_attempt_header_survives_odd_values():
     assert _int_header({ATTEMPTS_HEADER: 3}, ATTEMPTS_HEADER) == 3
     assert _int_header({ATTEMPTS_HEADER: -2}, ATTEMPTS_HEADER) == 0
     assert _int_header({}, ATTEMPTS_HEADER) == 0
+
+
+class _Collector:
+    """What a spout's collector records: the msg ids emitted, and errors reported."""
+
+    def __init__(self) -> None:
+        self.ids: list = []
+        self.errors: list = []
+
+    def emit(self, values, msg_id=None, **_kw):
+        self.ids.append(msg_id)
+
+    def report_error(self, error):
+        self.errors.append(error)
+
+
+def _drive(spout: RabbitMQSpout, out: _Collector, until_acked: int, rng, hold: bool) -> list:
+    """Emit and settle like a topology with waves in flight until `until_acked` are acked: each
+    round the older two thirds of what is held settle in one ack_batch (in any order, 3 of them
+    failed while fewer than 30 have failed), the newest wait, now and then two stragglers wait
+    a round more, and sometimes the spout is deactivated and activated. Returns what is still held."""
+    import time
+
+    deadline = time.monotonic() + 60
+    held: list = []
+    while spout.counters.acked < until_acked and time.monotonic() < deadline:
+        before = len(out.ids)
+        for _ in range(300):
+            spout.next_tuple()
+        held += out.ids[before:]
+        if len(out.ids) == before:
+            time.sleep(0.005)  # nothing came: give the I/O thread time
+        if not held:
+            continue
+        k = len(held) * 2 // 3 if hold or len(out.ids) > before else len(held)
+        settle, held = held[:k], held[k:]
+        rng.shuffle(settle)
+        if len(settle) > 10 and held and rng.random() < 0.2:
+            held, settle = settle[-2:] + held, settle[:-2]
+        to_fail = settle[:max(0, min(3, 30 - spout.counters.failed))]
+        for msg_id in to_fail:
+            spout.fail(msg_id)
+        spout.ack_batch(settle[len(to_fail):])  # a wave's acks come in one call
+        if rng.random() < 0.1:
+            spout.deactivate()
+            time.sleep(0.02)
+            spout.activate()
+    return held
+
+
+def test_acks_go_out_as_few_multiple_acks_and_none_before_its_tree(monkeypatch):
+    """Acks come shuffled, with trees in flight across batches, failed (republished) messages and
+    deactivate/activate in between (pika rejects what it had not dispatched: gaps in the tags).
+    Most acks travel as basic.ack(multiple=True); the channel never breaks (an ack of a tag not
+    outstanding would close it); no message is acked at the broker before its own tree: when
+    the spout closes with trees in flight, exactly the messages not acked go back to the queue,
+    and a second spout then acks each of them once."""
+    import time
+    import zlib
+    from random import Random
+    from types import SimpleNamespace
+
+    from tests.support.broker_admins import RabbitAdmin
+    from tests.support.broker_services import wait_until
+
+    frames = {"multiple": 0, "single": 0}
+    orig = pika.adapters.blocking_connection.BlockingChannel.basic_ack
+
+    def counting_ack(ch, delivery_tag=0, multiple=False):
+        frames["multiple" if multiple else "single"] += 1
+        return orig(ch, delivery_tag, multiple)
+
+    monkeypatch.setattr(pika.adapters.blocking_connection.BlockingChannel, "basic_ack", counting_ack)
+    rng = Random(zlib.crc32(b"rmq-multiple-acks"))
+    admin = RabbitAdmin()
+    try:
+        source = admin.source("rmqmulti")
+        n = 3000
+        admin.publish(source, [b"m%d" % i for i in range(n)])
+        first, second = (RabbitMQSpout(source, admin.url, retry_delay_secs=0, max_retries=5) for _ in range(2))
+        out, out2 = _Collector(), _Collector()
+        context = SimpleNamespace(this_task_index=0, this_component_id="src")
+        first.open({"topology.max.spout.pending": 700}, context, out)
+        held = sorted(_drive(first, out, 2000, rng, hold=True))
+        first.ack_batch(held[2:])  # all but the two oldest trees in flight finish
+        held = held[:2]
+        first.deactivate()
+        time.sleep(0.3)
+        first.ack_batch([])  # applies what the I/O thread finished
+        acked = first.counters.acked
+        counters, errors = first.counters.as_dict(), list(out.errors)
+        first.close()
+        assert held and 2000 <= acked < n, counters
+        assert counters["retried"] == 30 and counters["reconnects"] == 0 and not errors, (counters, errors)
+        wait_until(lambda: admin.ready(source) == n - acked, 10,
+                   lambda: f"{admin.ready(source)} back in the queue, not {n - acked}")
+        assert frames["multiple"] > 0 and frames["single"] + frames["multiple"] < n / 4, frames
+
+        second.open({"topology.max.spout.pending": 700}, context, out2)
+        _drive(second, out2, n - acked, rng, hold=False)
+        time.sleep(0.2)
+        second.ack_batch([])
+        assert second.counters.acked == n - acked and not out2.errors, (second.counters.as_dict(), out2.errors)
+        second.close()
+        assert admin.ready(source) == 0
+    finally:
+        admin.close()

@@ -9,16 +9,15 @@ from collections import Counter
 import pytest
 
 from squall import Config, LocalCluster
-from squall.connectors.dead_letters import DL_ATTEMPTS, DL_REASON
+from squall.connectors.dead_letters import DL_REASON
 from squall.connectors.kafka import KafkaColumnSpout
 from tests.support.broker_services import wait_until
-from tests.support.broker_topology import Hold, Recorder, captured_ids, scenario_conf, spout_into
-from tests.support.column_topology import ColumnParse, column_topology
+from tests.support.broker_topology import Hold, Recorder, scenario_conf, spout_into
+from tests.support.column_topology import POISON, ColumnParse, column_topology, run_10k_scenario
 from tests.support.kafka_admin import kafka_spout
 
 N = 10_000
 MAX_RETRIES = 3
-POISON = b'{"id": "poison", "poison": true}'
 
 
 def test_10k_records_random_failed_rows_and_a_poison_record(kafka_admin, cluster_kwargs):
@@ -30,24 +29,7 @@ def test_10k_records_random_failed_rows_and_a_poison_record(kafka_admin, cluster
     rec = Recorder()
     spout = kafka_spout(kafka_admin.url, source, recorder=rec, columns=True, max_retries=MAX_RETRIES,
                         retry_delay_secs=0.2)
-    with LocalCluster(capture=True, **cluster_kwargs) as cluster:
-        cluster.submit_topology("col-10k", scenario_conf(cluster_kwargs["engine"]), column_topology(spout, 0.01))
-        wait_until(lambda: rec.n_acked() >= N and rec.dead, 90,
-                   lambda: f"acked {rec.n_acked()}/{N}, dead {len(rec.dead)}, spouts {rec.counters()}")
-        seen = captured_ids(cluster, "col-10k")
-        cluster.kill_topology("col-10k")  # closes the spout: its last commits go out
-    assert set(seen) == set(range(N)), f"never processed: {sorted(set(range(N)) - set(seen))[:10]}"
-    assert set(rec.acked) == set(range(N)) and set(rec.acked.values()) == {1}, \
-        f"acked more than once: {[k for k, c in rec.acked.items() if c != 1][:10]}"
-    [(key, _m, failure)] = rec.dead
-    assert key == "poison" and failure.kind == "failed" and failure.component == "parse", failure
-    assert failure.attempts == MAX_RETRIES + 1, failure
-    totals = sum((Counter(c) for c in rec.counters()), Counter())
-    assert totals["acked"] == N and totals["dead_lettered"] == 1, totals
-    assert totals["retried"] > MAX_RETRIES, totals  # random failures were retried too
-    wait_until(lambda: kafka_admin.settled(source), 10, lambda: f"{kafka_admin.left(source)} record(s) uncommitted")
-    [(body, info)] = kafka_admin.dead_letters(source)
-    assert body == POISON and info[DL_REASON] == "failed" and info[DL_ATTEMPTS] == str(MAX_RETRIES + 1)
+    run_10k_scenario(kafka_admin, source, spout, rec, cluster_kwargs, N, MAX_RETRIES)
 
 
 def test_failing_one_row_of_a_big_poll_replays_only_that_record(kafka_admin):

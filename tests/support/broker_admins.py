@@ -16,9 +16,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.connectors.dead_letters import dead_letter_info
-from squall.connectors.nats import JetStreamSpout
-from squall.connectors.rabbitmq import RabbitMQSpout
-from squall.connectors.redis import RedisStreamSpout
+from squall.connectors.nats import JetStreamColumnSpout, JetStreamSpout
+from squall.connectors.rabbitmq import RabbitMQColumnSpout, RabbitMQSpout
+from squall.connectors.redis import RedisStreamColumnSpout, RedisStreamSpout
 from tests.support.broker_services import (
     NATS_URL,
     RABBITMQ_URL,
@@ -48,16 +48,28 @@ class RecNats(Recording, JetStreamSpout):
     pass
 
 
+class RecRabbitColumns(Recording, RabbitMQColumnSpout):
+    pass
+
+
+class RecRedisColumns(Recording, RedisStreamColumnSpout):
+    pass
+
+
+class RecNatsColumns(Recording, JetStreamColumnSpout):
+    pass
+
+
 def broker_spout(broker: str, source: str, group: str = GROUP, url: str | None = None,
-                 recorder: Recorder | None = None, **kw: Any) -> Any:
+                 recorder: Recorder | None = None, columns: bool = False, **kw: Any) -> Any:
     """The connector spout of `broker` on `source` (group: Redis group or JetStream durable),
-    reporting its final acks and dead letters to `recorder`."""
+    reporting its final acks and dead letters to `recorder`; `columns`: its column spout."""
     if broker == "rabbitmq":
-        spout = RecRabbit(source, url or RABBITMQ_URL, **kw)
+        spout = (RecRabbitColumns if columns else RecRabbit)(source, url or RABBITMQ_URL, **kw)
     elif broker == "redis":
-        spout = RecRedis(source, group, url or REDIS_URL, **kw)
+        spout = (RecRedisColumns if columns else RecRedis)(source, group, url or REDIS_URL, **kw)
     elif broker == "nats":
-        spout = RecNats(source, durable=group, url=url or NATS_URL, **kw)
+        spout = (RecNatsColumns if columns else RecNats)(source, durable=group, url=url or NATS_URL, **kw)
     else:
         raise ValueError(f"unknown broker {broker!r}: one of {BROKERS}")
     spout.recorder = recorder
