@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         "sentences_per_wave_acking": round(acking["sentences_per_wave"]),
         "waves_per_sec_acking": wc._r(acking["waves_per_sec"], 2),
         "waves_per_sec_no_acking": wc._r(no_acking["waves_per_sec"], 2),
+        "cpu_cores_acking": acking["cpu_cores"],
+        "cpu_cores_no_acking": no_acking["cpu_cores"],
         "complete_latency_p50_ms": wc._r(acking["p50"]),
         "complete_latency_p99_ms": wc._r(acking["p99"]),
         "failed_trees": acking["failed"],

@@ -2,7 +2,9 @@
 Prints ONE JSON line on stdout; progress and diagnostics go to stderr.
 
 Runs examples/wordcount.py's topology (unbounded spout) on a LocalCluster in real time, first
-with one acker, then with none (topology.acker.executors = 0). bolt-tuples/s is the sum over bolts
+with one acker, then with none (topology.acker.executors = 0), then with none again at the acking
+case's wave size (`acking_cost_ratio_same_waves`; without ackers max spout pending does not cap a
+wave, so the plain `acking_cost_ratio` also compares two wave sizes). bolt-tuples/s is the sum over bolts
 of `executed` (a sentence and each of its words count as one bolt-tuple each) between the first
 and the last wave end of the measured window (whole waves only; the window runs on until those
 two wave ends are `--seconds` apart), divided by the time between them. Complete latency p50/p99
@@ -80,6 +82,10 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 
 from squall import Config, LocalCluster  # noqa: E402
 from squall.observe.stats import LatencyWindow  # noqa: E402
+
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
+import proc_cpu  # noqa: E402 - bench/proc_cpu.py: cores per process kind
 
 EXAMPLE = ROOT / "examples" / "wordcount.py"
 SPOUT = "sentences"
@@ -259,7 +265,7 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
         coord = cluster.coordinator(name)
         # Wrapped from the next wave on (the wave thread looks the methods up on the instances).
         timers = install_spark_timers(coord) if profile_spark and engine == "spark" else None
-        waves = WaveLog(coord, timers)
+        waves = WaveLog(coord, timers, extra=proc_cpu.tree_cpu)  # cores per process kind at each wave end
         time.sleep(warmup)
         deadline = time.monotonic() + 120
         while coord.waves_done < WARMUP_MIN_WAVES and time.monotonic() < deadline:
@@ -301,6 +307,7 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
         "errors": errors,
         "secs": dt,
         "profile_spark": prof_spark,
+        "cpu_cores": proc_cpu.cores(first[7], last[7], dt) if nwaves else None,
     }
     say(f"bench:   {out['bolt_tuples_per_sec']:,.0f} bolt-tuples/s, {out['waves_per_sec']:.2f} waves/s, "
         f"{out['sentences_per_wave']:,.0f} sentences/wave, p50/p99 {_r(out['p50'])}/{_r(out['p99'])} ms")
@@ -826,6 +833,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def same_waves_fields(acking: dict[str, Any], same: dict[str, Any]) -> dict[str, Any]:
+    """The acking cost at one wave size: without ackers, max spout pending does not cap a wave and
+    the wave sizer picks its own size (33K-67K sentences, once 7K, where max pending 50,000 keeps
+    the acking case at 25K), so `acking_cost_ratio` compares two wave sizes as well as acking. This
+    third case runs without ackers at the acking case's wave size (the example has one spout task)."""
+    return {
+        "bolt_tuples_per_sec_no_acking_same_waves": round(same["bolt_tuples_per_sec"]),
+        "sentences_per_wave_no_acking_same_waves": round(same["sentences_per_wave"]),
+        "acking_cost_ratio_same_waves": _ratio(same["bolt_tuples_per_sec"], acking["bolt_tuples_per_sec"]),
+        "cpu_cores_no_acking_same_waves": same["cpu_cores"],
+    }
+
+
 def squall_fields(args: argparse.Namespace, acking: dict[str, Any], no_acking: dict[str, Any]) -> dict[str, Any]:
     a, n = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
     return {
@@ -845,6 +865,8 @@ def squall_fields(args: argparse.Namespace, acking: dict[str, Any], no_acking: d
         "sentences_per_wave_no_acking": round(no_acking["sentences_per_wave"]),
         "waves_per_sec_acking": _r(acking["waves_per_sec"], 2),
         "waves_per_sec_no_acking": _r(no_acking["waves_per_sec"], 2),
+        "cpu_cores_acking": acking["cpu_cores"],
+        "cpu_cores_no_acking": no_acking["cpu_cores"],
         "measured_wave_secs_acking": _r(acking["secs"], 2),
         "measured_wave_secs_no_acking": _r(no_acking["secs"], 2),
         "failed_trees": acking["failed"],
@@ -944,6 +966,9 @@ def main(argv: list[str] | None = None) -> int:
     no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
                          args.wave_tuples)
     out = squall_fields(args, acking, no_acking)
+    if args.wave_tuples is None and acking["sentences_per_wave"]:
+        out.update(same_waves_fields(acking, run_case(example, args.engine, spark, args.parallelism, 0, args.seconds,
+                                                      warmup, args.max_pending, round(acking["sentences_per_wave"]))))
     if args.rate > 0:
         out.update(run_steady(example, args.engine, spark, args.parallelism, args.rate, args.seconds, warmup))
         out["goal_steady_rate_latency_p99_ms_max"] = STEADY_P99_GOAL_MS

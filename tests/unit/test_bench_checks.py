@@ -120,3 +120,25 @@ def test_issue_9_goals_say_which_figures_meet_their_goal_and_which_were_not_meas
     assert got["bolt_tuples_per_sec_acking"] == {"value": 599_999, "goal": ">= 600000", "met": False}
     assert got["acking_cost_ratio"]["met"] is True and got["squall_over_bytewax"]["met"] is True
     assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_over_squall"]["met"] is None
+
+
+def test_proc_cpu_charges_a_child_process_and_kinds_by_command_line():
+    """bench/proc_cpu.py: a child that has done 20M loop turns shows its CPU under "other", and
+    the kinds follow the command line (the JVM is java, PySpark's workers run pyspark.daemon)."""
+    import subprocess
+
+    proc_cpu = load_bench("proc_cpu")
+    child = subprocess.Popen([sys.executable, "-c", "n = 0\nwhile n < 20_000_000: n += 1\nprint('done', flush=True)\n"
+                              "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"done\n"
+        cpu = proc_cpu.tree_cpu()
+        assert cpu["other"] > 0.1 and cpu["driver"] > 0, cpu
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    assert proc_cpu._kind(7, 7, "python bench.py") == "driver"
+    assert proc_cpu._kind(8, 7, "/usr/bin/java\0-cp\0...") == "jvm"
+    assert proc_cpu._kind(9, 7, "python\0-m\0pyspark.daemon") == "python_workers"
+    assert proc_cpu.cores({"jvm": 1.0}, {"jvm": 3.0}, 4.0) == {"jvm": 0.5}
+    assert proc_cpu.cores(None, {"jvm": 1.0}, 1.0) is None
