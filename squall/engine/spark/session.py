@@ -11,7 +11,7 @@ import sys
 import tempfile
 from typing import Any
 
-from squall.engine.spark.host_local import tasks_in_driver_jvm
+from squall.engine.spark.host_local import is_local_master, tasks_in_driver_jvm
 from squall.engine.spark.logs import (
     CONSOLE_LEVEL,
     FILE_LEVEL,
@@ -101,7 +101,7 @@ def get_or_create_session(master: str | None = None, app_name: str = "squall", u
     spark = builder.getOrCreate()
     sc = spark.sparkContext
     sc.setLogLevel(level or (FILE_LEVEL if spark_log_path() else CONSOLE_LEVEL))
-    if not sc.getCheckpointDir() and sc.master.startswith("local"):
+    if not sc.getCheckpointDir() and is_local_master(sc.master):
         # One host: a temp dir will do. On a cluster the topology's squall.checkpoint.dir (shared) is
         # set at submit (squall.engine.spark.host_local refuses a cluster submit without it).
         sc.setCheckpointDir(temp_checkpoint_dir())
