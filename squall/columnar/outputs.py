@@ -12,8 +12,10 @@ from squall.reliability.columns import slice_anchors
 
 
 def column_children(component: str, task_id: int, so: StreamOut, data: object, child_row: np.ndarray,
-                    child_target: np.ndarray, anchors: Anchors | None) -> list[tuple[int, ColumnBatch]]:
-    """(target task, batch) per run of equal targets in `child_target` (children grouped by target)."""
+                    child_target: np.ndarray, anchors: Anchors | None,
+                    derive: dict[int, int] | None = None) -> list[tuple[int, ColumnBatch]]:
+    """(target task, batch) per run of equal targets in `child_target` (children grouped by target);
+    `derive`: each target's salt when the edge values are derived (they need not travel)."""
     nc = len(child_row)
     if not nc:
         return []
@@ -26,5 +28,7 @@ def column_children(component: str, task_id: int, so: StreamOut, data: object, c
         if anchors is not None and anchors.off[e] > anchors.off[s]:
             sub = slice_anchors(anchors, s, e)
             b.anc_off, b.anc_root, b.anc_val = sub.off, sub.root, sub.val
+            if derive is not None:
+                b.anc_derive = derive[int(child_target[s])]
         out.append((int(child_target[s]), b))
     return out

@@ -25,7 +25,7 @@ from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_of_rows
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
-from squall.reliability.columns import anchor_rows, row_ordinals
+from squall.reliability.columns import anchor_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
 
 _I64 = np.int64
@@ -111,23 +111,28 @@ class ColumnarBoltTask(BoltTask):
         anchors = batch_anchors(batch)
         tracked = anchors is not None and len(anchors.root) > 0
         out_ack = np.zeros(n, _U64)
-        keys = keys_of(anchors, execute_salt(self.task_id, wave)) if tracked else None
-        base = np.zeros(n, _I64)
-        for em in emits:
+        keys = None  # made once an emit anchors children (a bolt that only acks needs none)
+        base = None  # per input row, its outputs in the emits before (None: no emit before)
+        for i, em in enumerate(emits):
             so, data = em.so, em.data
-            res.emitted += data.num_rows
             if res.captured is not None:
                 res.captured.setdefault(so.stream, []).extend(ColumnBatch("", "", so.fields, 0, data).values)
             if em.tasks is not None:
                 child_row, child_target = direct_children(em.tasks, data.num_rows, so)
             else:
                 child_row, child_target = route_columns(self.col_routes[so.stream], data)
-            child_anchors = None
+            child_anchors = derive = None
             if tracked and em.anchors is not None and len(child_row):
+                if keys is None:
+                    keys = keys_of(anchors, execute_salt(self.task_id, wave))
                 ords = row_ordinals(em.anchors, base)
-                child_anchors = anchor_rows(anchors, keys, em.anchors, ords, child_row, child_target, out_ack)
+                if i + 1 < len(emits):
+                    base = outputs_per_row(em.anchors, base, n)
+                child_anchors, derive = anchor_rows(anchors, keys, em.anchors, ords, child_row, child_target, out_ack,
+                                                    (execute_salt(self.task_id, wave), res.emitted))
             res.outputs.extend(column_children(self.component, self.task_id, so, data, child_row, child_target,
-                                               child_anchors))
+                                               child_anchors, derive))
+            res.emitted += data.num_rows  # after: the rows emitted before an emit tell it apart (its salt)
         n_failed = int(failed.sum())
         res.acked += n - n_failed
         res.failed += n_failed

@@ -11,44 +11,99 @@ from __future__ import annotations
 import numpy as np
 
 from squall.reliability.anchoring import Anchors, anchor_edges
-from squall.reliability.ids import edge_ids
+from squall.reliability.ids import derived_edge_ids, derived_salt, edge_ids
 from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
 
 
-def row_ordinals(anchor_row: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """Each output row's ordinal among the outputs of its input row, counting from `base` (the
-    input rows' outputs in earlier emits of the same batch); advances `base`."""
+def row_ordinals(anchor_row: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """Each output row's ordinal among the outputs of its input row, counting from `base[row]`
+    (the input row's outputs in earlier emits of the same batch; None: there were none)."""
     m = len(anchor_row)
-    if m and (anchor_row[1:] >= anchor_row[:-1]).all():  # rows in input order (the usual case): no sort
-        order = np.arange(m)
+    if not m:
+        return np.zeros(0, _I64)
+    if (anchor_row[1:] >= anchor_row[:-1]).all():  # rows in input order (the usual case): no sort
+        order = None
         s = anchor_row
     else:
         order = np.argsort(anchor_row, kind="stable")
         s = anchor_row[order]
-    new = np.ones(m, bool)
+    new = np.empty(m, bool)
+    new[0] = True
     np.not_equal(s[1:], s[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    rank = np.arange(m) - np.repeat(starts, np.diff(np.append(starts, m)))
+    rank = _run_ranks(new)
+    if base is not None:
+        rank += base[s]
+    if order is None:
+        return rank
     ords = np.empty(m, _I64)
-    ords[order] = rank + base[s]
-    base += np.bincount(anchor_row, minlength=len(base))
+    ords[order] = rank
     return ords
 
 
+def _run_ranks(new: np.ndarray) -> np.ndarray:
+    """Each element's position within its run, runs starting where `new` is True (new[0] is):
+    900,000 rows in runs of 8, 7.5 -> 3.9 ms against repeating the run starts."""
+    m = len(new)
+    pos = np.arange(m)
+    start = np.where(new, pos, 0)
+    np.maximum.accumulate(start, out=start)
+    pos -= start
+    return pos
+
+
+def outputs_per_row(anchor_row: np.ndarray, base: np.ndarray | None, n_rows: int) -> np.ndarray:
+    """`base` advanced past an emit: how many outputs each input row has had so far."""
+    counts = np.bincount(anchor_row, minlength=n_rows)
+    return counts if base is None else base + counts
+
+
 def anchor_rows(anchors: Anchors, keys: np.ndarray, anchor_row: np.ndarray, ordinal: np.ndarray,
-                child_row: np.ndarray, child_target: np.ndarray, out_ack: np.ndarray) -> Anchors:
+                child_row: np.ndarray, child_target: np.ndarray, out_ack: np.ndarray,
+                emit_salt: tuple[int, int]) -> tuple[Anchors, dict[int, int] | None]:
     """The children's anchors_to_ids: child c is output row child_row[c] sent to child_target[c],
-    anchored to input row anchor_row[child_row[c]]. XORs every edge into `out_ack` (per input row)."""
+    anchored to input row anchor_row[child_row[c]]. XORs every edge into `out_ack` (per input row).
+
+    `emit_salt` (execute salt, emit sequence) names the emit. Where every output row has one
+    child and every input row one root (a split), the edges are derived (ids.derived_edge_ids)
+    and the second value gives each target's salt: the receiver makes the edge values again
+    from the roots, so they need not travel. Otherwise it is None."""
     nc = len(child_row)
+    if nc == len(anchor_row) and len(anchors.root) == len(keys) and (anchors.counts == 1).all():
+        return _derived(anchors, anchor_row, child_row, child_target, out_ack, emit_salt)
     pair_row = anchor_row[child_row]
     contrib = anchor_edges(anchors, keys, pair_row, np.arange(nc), keys[pair_row], ordinal[child_row],
                            child_target, out_ack)
     off = np.zeros(nc + 1, _I64)
     np.cumsum(np.bincount(contrib.child, minlength=nc), out=off[1:])
-    return Anchors(off, contrib.root, contrib.val)
+    return Anchors(off, contrib.root, contrib.val), None
+
+
+def _derived(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
+             out_ack: np.ndarray, emit_salt: tuple[int, int]) -> tuple[Anchors, dict[int, int]]:
+    """Derived edges for one child per output row (child_row is then a permutation of the rows,
+    as every route gives each row at least once, and the children come grouped by target: one
+    batch per target). Each target's children get their edges by position in its batch. They
+    are XORed into `out_ack` in row order, where the rows of one input sit together (a
+    sentence's words) and fold as runs, not element by element (np.bitwise_xor.at)."""
+    nc = len(child_row)
+    roots = anchors.root[anchor_row[child_row]]
+    new = np.empty(nc, bool)
+    new[0] = True
+    np.not_equal(child_target[1:], child_target[:-1], out=new[1:])
+    starts = np.flatnonzero(new).tolist() + [nc]
+    e = np.empty(nc, _U64)
+    salts = {}
+    for s, end in zip(starts[:-1], starts[1:]):
+        target = int(child_target[s])
+        salts[target] = derived_salt(emit_salt[0], emit_salt[1], target)
+        e[s:end] = derived_edge_ids(roots[s:end], salts[target])
+    e_row = np.empty(nc, _U64)
+    e_row[child_row] = e
+    xor_at(out_ack, anchor_row, e_row)
+    return Anchors(np.arange(nc + 1, dtype=_I64), roots, e), salts
 
 
 def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:

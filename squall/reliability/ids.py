@@ -81,6 +81,26 @@ def edge_ids_for_child(anchor_key: np.ndarray, exec_key: int, ordinal: int, targ
     return nonzero(_mix_in_place(_u64(anchor_key) ^ np.uint64(inner)))  # one new array, mixed in place
 
 
+def derived_edge_ids(roots: np.ndarray, salt: int) -> np.ndarray:
+    """Edge ids a receiving task makes again from what it already has: the rows of one batch
+    (one emit to one target task, whose `salt` is `derived_salt`) get a splitmix64 stream from
+    the salt, position by position, each XORed with the row's root before the mix (one mix a
+    row, where `edge_ids` takes two)."""
+    with np.errstate(over="ignore"):
+        x = np.arange(len(roots), dtype=np.uint64)
+        x *= _GOLD
+        x += np.uint64(salt)
+    x ^= _u64(roots)
+    return nonzero(_mix_in_place(x))
+
+
+def derived_salt(execute_salt: int, emit_seq: int, target: int) -> int:
+    """The salt of one emit's children sent to one target task: `execute_salt` names the task and
+    wave, `emit_seq` the emit within them (rows emitted before it), so no two emits of a task
+    share one."""
+    return mix64_int(execute_salt ^ mix64_int(emit_seq * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93 + 0xED6E))
+
+
 def edge_id_int(anchor_key: int, exec_key: int, ordinal: int, target: int) -> int:
     inner = (exec_key + ordinal * 0x9E3779B97F4A7C15 + target * 0xD6E8FEB86659FD93) & MASK64
     e = mix64_int(anchor_key ^ mix64_int(inner))

@@ -16,9 +16,11 @@ from squall.api.topology import Grouping
 from squall.columnar.batch import ColumnBatch
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.hashing import fields_hashes
+from squall.columnar.outputs import column_children
 from squall.columnar.routing import ColumnRoute
 from squall.engine.routing import make_route
-from squall.reliability.columns import row_ordinals
+from squall.reliability.anchoring import Anchors, keys_of
+from squall.reliability.columns import anchor_rows, outputs_per_row, row_ordinals
 
 
 def _rng(name):
@@ -83,14 +85,62 @@ def test_shuffle_on_columns_continues_the_tuple_counter():
 
 
 def test_row_ordinals_count_per_input_row_across_emits():
-    base = np.zeros(4, np.int64)
-    assert row_ordinals(np.array([2, 0, 2, 2, 1]), base).tolist() == [0, 0, 1, 2, 0]
+    first = np.array([2, 0, 2, 2, 1])
+    assert row_ordinals(first).tolist() == [0, 0, 1, 2, 0]
+    base = outputs_per_row(first, None, 4)
+    assert base.tolist() == [1, 1, 3, 0]
     assert row_ordinals(np.array([2, 3]), base).tolist() == [3, 0]
-    assert base.tolist() == [1, 1, 4, 1]
+    assert outputs_per_row(np.array([2, 3]), base, 4).tolist() == [1, 1, 4, 1]
+    assert row_ordinals(np.array([0, 0, 1, 1, 1, 5, 5])).tolist() == [0, 1, 0, 1, 2, 0, 1]  # in order: no sort
+    assert row_ordinals(np.array([], np.int64)).tolist() == []
 
 
 def _so(direct=False):
     return StreamOut("c", "default", ("k",), direct, [], set(), 0)
+
+
+@pytest.mark.parametrize("roots", ["in order", "shuffled", "all one", "two per input row"])
+def test_derived_edges_balance_and_are_made_again_by_the_receiver(roots):
+    """Split-like emits (one root per input row, one child per output row, in any order): the
+    edges balance each input's out-ack value, and the batches that travel leave their edge
+    values out and make exactly the same ones again when unpickled. Input rows with two roots
+    get the per-child edges, which travel."""
+    rng = np.random.default_rng(zlib.crc32(roots.encode()))
+    n = 400
+    derived = roots != "two per input row"
+    root = np.arange(1000, 1000 + n, dtype=np.uint64) // np.uint64(2 if roots != "all one" else 10_000)
+    if roots == "shuffled":
+        rng.shuffle(root)
+    per_row = 1 if derived else 2
+    anchors = Anchors(np.arange(0, per_row * n + 1, per_row, dtype=np.int64), np.repeat(root, per_row),
+                      rng.integers(1, 1 << 62, per_row * n, dtype=np.uint64))
+    anchor_row = np.repeat(np.arange(n), rng.integers(0, 6, n))
+    if roots == "shuffled":
+        rng.shuffle(anchor_row)
+    m = len(anchor_row)
+    words = pa.RecordBatch.from_arrays([pa.array([f"w{i % 17}" for i in range(m)])], names=["word"])
+    route = ColumnRoute("fields", [3, 4, 5], [0], None, None)
+    child_row, child_target = route.children(words)
+    out_ack = np.zeros(n, np.uint64)
+    children, derive = anchor_rows(anchors, keys_of(anchors, 1), anchor_row, row_ordinals(anchor_row),
+                                   child_row, child_target, out_ack, (12345, 0))
+    assert (derive is not None) == derived
+    assert children.off.tolist() == list(range(0, per_row * m + 1, per_row))
+    assert len(set(children.val.tolist())) == m  # no two children share an edge
+    balance = out_ack.copy()  # each child's edge went into out_ack once, and to the child once per root
+    np.bitwise_xor.at(balance, anchor_row[child_row], children.val[::per_row])
+    assert not balance.any(), "an input's out-ack value is not the XOR of its children's edges"
+    sent = column_children("split", 1, _so(), words, child_row, child_target, children, derive)
+    assert sorted(t for t, _ in sent) == [3, 4, 5]
+    for target, b in sent:
+        blob = pickle.dumps(b, 5)
+        if derive:  # the same batch with its edge values travelling: 8 bytes a row more
+            salt, b.anc_derive = b.anc_derive, None
+            assert len(pickle.dumps(b, 5)) - len(blob) >= 8 * len(b)
+            b.anc_derive = salt
+        back = pickle.loads(blob)
+        assert back.anc_root.tolist() == b.anc_root.tolist() and back.anc_val.tolist() == b.anc_val.tolist()
+        assert back.anc_derive == (derive[target] if derive else None)
 
 
 def test_collector_checks_name_the_component():
