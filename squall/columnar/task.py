@@ -25,7 +25,7 @@ from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_of_rows
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
-from squall.reliability.columns import anchor_rows, outputs_per_row, row_ordinals
+from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
 
 _I64 = np.int64
@@ -123,13 +123,16 @@ class ColumnarBoltTask(BoltTask):
                 child_row, child_target = route_columns(self.col_routes[so.stream], data)
             child_anchors = derive = None
             if tracked and em.anchors is not None and len(child_row):
-                if keys is None:
-                    keys = keys_of(anchors, execute_salt(self.task_id, wave))
-                ords = row_ordinals(em.anchors, base)
+                if derivable(anchors, em.anchors, child_row):
+                    child_anchors, derive = derived_rows(anchors, em.anchors, child_row, child_target, out_ack,
+                                                         execute_salt(self.task_id, wave), res.emitted)
+                else:
+                    if keys is None:
+                        keys = keys_of(anchors, execute_salt(self.task_id, wave))
+                    child_anchors = anchor_rows(anchors, keys, em.anchors, row_ordinals(em.anchors, base),
+                                                child_row, child_target, out_ack)
                 if i + 1 < len(emits):
                     base = outputs_per_row(em.anchors, base, n)
-                child_anchors, derive = anchor_rows(anchors, keys, em.anchors, ords, child_row, child_target, out_ack,
-                                                    (execute_salt(self.task_id, wave), res.emitted))
             res.outputs.extend(column_children(self.component, self.task_id, so, data, child_row, child_target,
                                                child_anchors, derive))
             res.emitted += data.num_rows  # after: the rows emitted before an emit tell it apart (its salt)

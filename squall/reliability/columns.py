@@ -4,6 +4,11 @@ A columnar emit anchors each output row to ONE input row (`anchors[i]`), and eve
 (output row x target task) gets its edge: `edge = mix(anchor key, the input's key, the row's
 ordinal among that input's outputs, target)`, XORed into the input row's out-ack value and into
 the child's value for each root of the input row. All numpy, no Python step per row.
+
+Where every output row has one child and every input row one root (a split: the usual case),
+the edges are derived instead: a splitmix64 stream per emit and target task, position by
+position, mixed with the child's root. The receiver makes them again from the roots it gets
+anyway, so the 8 bytes a row of edge values do not travel (ColumnBatch pickles without them).
 """
 
 from __future__ import annotations
@@ -61,33 +66,36 @@ def outputs_per_row(anchor_row: np.ndarray, base: np.ndarray | None, n_rows: int
 
 
 def anchor_rows(anchors: Anchors, keys: np.ndarray, anchor_row: np.ndarray, ordinal: np.ndarray,
-                child_row: np.ndarray, child_target: np.ndarray, out_ack: np.ndarray,
-                emit_salt: tuple[int, int]) -> tuple[Anchors, dict[int, int] | None]:
+                child_row: np.ndarray, child_target: np.ndarray, out_ack: np.ndarray) -> Anchors:
     """The children's anchors_to_ids: child c is output row child_row[c] sent to child_target[c],
     anchored to input row anchor_row[child_row[c]]. XORs every edge into `out_ack` (per input row).
-
-    `emit_salt` (execute salt, emit sequence) names the emit. Where every output row has one
-    child and every input row one root (a split), the edges are derived (ids.derived_edge_ids)
-    and the second value gives each target's salt: the receiver makes the edge values again
-    from the roots, so they need not travel. Otherwise it is None."""
+    (Where `derivable`, `derived_rows` does the same for less.)"""
     nc = len(child_row)
-    if nc == len(anchor_row) and len(anchors.root) == len(keys) and (anchors.counts == 1).all():
-        return _derived(anchors, anchor_row, child_row, child_target, out_ack, emit_salt)
     pair_row = anchor_row[child_row]
     contrib = anchor_edges(anchors, keys, pair_row, np.arange(nc), keys[pair_row], ordinal[child_row],
                            child_target, out_ack)
     off = np.zeros(nc + 1, _I64)
     np.cumsum(np.bincount(contrib.child, minlength=nc), out=off[1:])
-    return Anchors(off, contrib.root, contrib.val), None
+    return Anchors(off, contrib.root, contrib.val)
 
 
-def _derived(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
-             out_ack: np.ndarray, emit_salt: tuple[int, int]) -> tuple[Anchors, dict[int, int]]:
-    """Derived edges for one child per output row (child_row is then a permutation of the rows,
-    as every route gives each row at least once, and the children come grouped by target: one
-    batch per target). Each target's children get their edges by position in its batch. They
-    are XORed into `out_ack` in row order, where the rows of one input sit together (a
-    sentence's words) and fold as runs, not element by element (np.bitwise_xor.at)."""
+def derivable(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray) -> bool:
+    """Every output row has one child and every input row one root (a split): its children's
+    edges can be derived (`derived_rows`)."""
+    n = len(anchors.off) - 1
+    return len(child_row) == len(anchor_row) and len(anchors.root) == n and bool((anchors.counts == 1).all())
+
+
+def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
+                 out_ack: np.ndarray, execute_salt: int, emit_seq: int) -> tuple[Anchors, dict[int, int]]:
+    """anchor_rows for a `derivable` emit, whose edges are derived (ids.derived_edge_ids): the
+    children come grouped by target, one batch per target (child_row is a permutation of the
+    rows, as every route gives each row at least once), and each target's get their edges by
+    position in its batch from its salt (`execute_salt` names the task and wave, `emit_seq` the
+    emit within them). Returned with the children: the receiver makes the edge values again
+    from the roots, so they need not travel. The edges are XORed into `out_ack` in row order,
+    where the rows of one input sit together (a sentence's words) and fold as runs, not element
+    by element (np.bitwise_xor.at)."""
     nc = len(child_row)
     roots = anchors.root[anchor_row[child_row]]
     new = np.empty(nc, bool)
@@ -98,7 +106,7 @@ def _derived(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, ch
     salts = {}
     for s, end in zip(starts[:-1], starts[1:]):
         target = int(child_target[s])
-        salts[target] = derived_salt(emit_salt[0], emit_salt[1], target)
+        salts[target] = derived_salt(execute_salt, emit_seq, target)
         e[s:end] = derived_edge_ids(roots[s:end], salts[target])
     e_row = np.empty(nc, _U64)
     e_row[child_row] = e

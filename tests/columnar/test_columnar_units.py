@@ -20,7 +20,7 @@ from squall.columnar.outputs import column_children
 from squall.columnar.routing import ColumnRoute
 from squall.engine.routing import make_route
 from squall.reliability.anchoring import Anchors, keys_of
-from squall.reliability.columns import anchor_rows, outputs_per_row, row_ordinals
+from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 
 
 def _rng(name):
@@ -122,9 +122,12 @@ def test_derived_edges_balance_and_are_made_again_by_the_receiver(roots):
     route = ColumnRoute("fields", [3, 4, 5], [0], None, None)
     child_row, child_target = route.children(words)
     out_ack = np.zeros(n, np.uint64)
-    children, derive = anchor_rows(anchors, keys_of(anchors, 1), anchor_row, row_ordinals(anchor_row),
-                                   child_row, child_target, out_ack, (12345, 0))
-    assert (derive is not None) == derived
+    assert derivable(anchors, anchor_row, child_row) == derived
+    if derived:
+        children, derive = derived_rows(anchors, anchor_row, child_row, child_target, out_ack, 12345, 0)
+    else:
+        children, derive = anchor_rows(anchors, keys_of(anchors, 1), anchor_row, row_ordinals(anchor_row),
+                                       child_row, child_target, out_ack), None
     assert children.off.tolist() == list(range(0, per_row * m + 1, per_row))
     assert len(set(children.val.tolist())) == m  # no two children share an edge
     balance = out_ack.copy()  # each child's edge went into out_ack once, and to the child once per root
