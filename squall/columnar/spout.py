@@ -16,9 +16,11 @@ from squall.columnar.arrow import batch_to_rows
 from squall.columnar.outputs import column_children
 from squall.columnar.routing import ColumnRoute, route_columns
 from squall.reliability.columns import spout_row_trees
+from squall.reliability.ids import mix64_int
 
 _I64 = np.int64
 _U64 = np.uint64
+SPOUT_SALT = 0x5B0_7ED6E  # a spout task's derived edges: salted apart from bolt tasks' execute salts
 
 
 class RowRef:
@@ -80,27 +82,29 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
     """Output batches, msg ids, roots and init values of a spout task's column emits of a wave
     (emits: (stream out, RecordBatch, msg id per row or None, SharedRoot or None))."""
     out = ColumnTrees([], 0, [], [], [], RowRefs())
+    task_salt = mix64_int(task_id ^ SPOUT_SALT)
     for so, data, ids, shared in emits:
         m = data.num_rows
         child_row, child_target = route_columns(routes[so.stream], data)
         trees = None
+        salt = (task_salt, out.rows)  # roots are new in every wave: the task and emit tell edges apart
         if shared is not None:
             out.msg_ids.append(shared.msg_id)
             if tracking:
                 roots = roots_for(1)
                 trees = spout_row_trees(np.full(m, roots[0], _U64), np.arange(m), child_row, child_target,
-                                        np.zeros(m, _I64), 1)
+                                        np.zeros(m, _I64), 1, salt)
                 out.values.add(data, 1)
         elif ids is not None:
             out.msg_ids.extend(ids)
             if tracking:
                 roots = roots_for(m)
-                trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m)
+                trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m, salt)
                 out.values.add(data, m)
         if trees is not None:
             out.roots.append(roots)
             out.init_vals.append(trees[1])
         out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target,
-                                           trees[0] if trees is not None else None))
+                                           *(trees[0], trees[2]) if trees is not None else (None, None)))
         out = out._replace(rows=out.rows + m)
     return out

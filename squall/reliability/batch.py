@@ -59,18 +59,51 @@ def run_starts(a: np.ndarray) -> np.ndarray:
 
 def pack_roots(roots: np.ndarray | None) -> np.ndarray | tuple | None:
     """Anchor roots as they travel: run-length coded when runs are long (the rows a sentence
-    splits into share its root and sit together in a batch), else as they are."""
+    splits into share its root and sit together in a batch), the run roots and lengths then in
+    small steps (`pack_steps`); else, in order with small steps (a spout's consecutive roots),
+    as steps; else as they are."""
     if roots is None or len(roots) < 64:
         return roots
     starts = run_starts(roots)
     if 3 * len(starts) > len(roots):  # runs shorter than 3: coding them would save little
-        return roots
-    lengths = np.diff(np.append(starts, len(roots))).astype(np.uint32)
-    return roots[starts], lengths
+        return pack_steps(roots)
+    lengths = np.diff(np.append(starts, len(roots)))
+    return pack_steps(roots[starts]), lengths.astype(_smallest_uint(int(lengths.max())))
 
 
 def unpack_roots(roots: np.ndarray | tuple | None) -> np.ndarray | None:
-    return np.repeat(roots[0], roots[1]) if type(roots) is tuple else roots
+    if type(roots) is not tuple:
+        return roots
+    if type(roots[0]) is int:
+        return unpack_steps(roots)
+    return np.repeat(unpack_steps(roots[0]), roots[1])
+
+
+def pack_steps(ids: np.ndarray) -> np.ndarray | tuple[int, np.ndarray]:
+    """Ids (uint64) in order with steps below 65,536 (root ids are handed out consecutively) as
+    (first, steps as uint8 or uint16): 1 or 2 bytes an id instead of 8. Else as they are."""
+    if len(ids) < 64 or ids.dtype != np.uint64:
+        return ids
+    steps = np.diff(ids)  # a step down wraps to a huge uint64: not small
+    top = int(steps.max())
+    if top >= 1 << 16:
+        return ids
+    return int(ids[0]), steps.astype(_smallest_uint(top))
+
+
+def unpack_steps(packed: np.ndarray | tuple[int, np.ndarray]) -> np.ndarray:
+    if type(packed) is not tuple:
+        return packed
+    first, steps = packed
+    out = np.empty(len(steps) + 1, np.uint64)
+    out[0] = first
+    np.cumsum(steps, dtype=np.uint64, out=out[1:])
+    out[1:] += np.uint64(first)
+    return out
+
+
+def _smallest_uint(top: int) -> type:
+    return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32 if top < 1 << 32 else np.uint64
 
 
 class TupleBatch:

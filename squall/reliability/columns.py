@@ -98,6 +98,17 @@ def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray
     by element (np.bitwise_xor.at)."""
     nc = len(child_row)
     roots = anchors.root[anchor_row[child_row]]
+    e, salts = _edges_by_target(roots, child_target, execute_salt, emit_seq)
+    e_row = np.empty(nc, _U64)
+    e_row[child_row] = e
+    xor_at(out_ack, anchor_row, e_row)
+    return Anchors(np.arange(nc + 1, dtype=_I64), roots, e), salts
+
+
+def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: int,
+                     emit_seq: int) -> tuple[np.ndarray, dict[int, int]]:
+    """Derived edges of children grouped by target (one run per target), and each target's salt."""
+    nc = len(roots)
     new = np.empty(nc, bool)
     new[0] = True
     np.not_equal(child_target[1:], child_target[:-1], out=new[1:])
@@ -108,10 +119,7 @@ def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray
         target = int(child_target[s])
         salts[target] = derived_salt(execute_salt, emit_seq, target)
         e[s:end] = derived_edge_ids(roots[s:end], salts[target])
-    e_row = np.empty(nc, _U64)
-    e_row[child_row] = e
-    xor_at(out_ack, anchor_row, e_row)
-    return Anchors(np.arange(nc + 1, dtype=_I64), roots, e), salts
+    return e, salts
 
 
 def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
@@ -121,13 +129,25 @@ def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
 
 
 def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
-                    root_slot: np.ndarray, n_roots: int) -> tuple[Anchors, np.ndarray]:
+                    root_slot: np.ndarray, n_roots: int,
+                    salt: tuple[int, int] | None = None) -> tuple[Anchors, np.ndarray, dict[int, int] | None]:
     """A spout batch: row i belongs to tree row_root[i] (slot root_slot[i] among the batch's
     roots) and is told apart from the tree's other rows by row_pos[i]. One edge per child;
-    returns the children's anchors and each root's init value (the XOR of its edges)."""
+    returns the children's anchors, each root's init value (the XOR of its edges) and, where
+    the edges are derived (one child per row, `salt` given: the spout task's salt and the
+    emit's sequence), each target's salt, else None (see derived_rows)."""
     nc = len(child_row)
     roots = row_root[child_row]
-    edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
+    salts = None
+    if salt is not None and nc == len(row_root) and nc:
+        edges, salts = _edges_by_target(roots, child_target, salt[0], salt[1])
+    else:
+        edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
     init = np.zeros(n_roots, _U64)
-    xor_at(init, root_slot[child_row], edges)
-    return Anchors(np.arange(nc + 1, dtype=_I64), roots, edges), init
+    if salts is not None:  # child_row is a permutation of the rows: XOR in row order (root slots in order)
+        e_row = np.empty(nc, _U64)
+        e_row[child_row] = edges
+        xor_at(init, root_slot, e_row)
+    else:
+        xor_at(init, root_slot[child_row], edges)
+    return Anchors(np.arange(nc + 1, dtype=_I64), roots, edges), init, salts

@@ -20,7 +20,14 @@ from squall.columnar.outputs import column_children
 from squall.columnar.routing import ColumnRoute
 from squall.engine.routing import make_route
 from squall.reliability.anchoring import Anchors, keys_of
-from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
+from squall.reliability.columns import (
+    anchor_rows,
+    derivable,
+    derived_rows,
+    outputs_per_row,
+    row_ordinals,
+    spout_row_trees,
+)
 
 
 def _rng(name):
@@ -144,6 +151,29 @@ def test_derived_edges_balance_and_are_made_again_by_the_receiver(roots):
         back = pickle.loads(blob)
         assert back.anc_root.tolist() == b.anc_root.tolist() and back.anc_val.tolist() == b.anc_val.tolist()
         assert back.anc_derive == (derive[target] if derive else None)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_spout_batches_derive_their_edges_and_init_values_balance(shared):
+    """A spout's column emit, a root per row or one for all rows: each root's init value is the
+    XOR of its children's edges, and the batches travel without those edges and make the same
+    ones again when unpickled."""
+    m = 1000
+    words = pa.RecordBatch.from_arrays([pa.array([f"w{i % 13}" for i in range(m)])], names=["word"])
+    child_row, child_target = ColumnRoute("fields", [1, 2], [0], None, None).children(words)
+    if shared:
+        row_root, slot, n_roots = np.full(m, 77, np.uint64), np.zeros(m, np.int64), 1
+    else:
+        row_root, slot, n_roots = np.arange(500, 500 + m, dtype=np.uint64), np.arange(m), m
+    children, init, derive = spout_row_trees(row_root, np.arange(m), child_row, child_target, slot, n_roots,
+                                             (99, 0))
+    assert sorted(derive) == [1, 2] and len(set(children.val.tolist())) == m
+    balance = init.copy()
+    np.bitwise_xor.at(balance, slot[child_row], children.val)
+    assert not balance.any(), "a root's init value is not the XOR of its edges"
+    for target, b in column_children("src", 0, _so(), words, child_row, child_target, children, derive):
+        back = pickle.loads(pickle.dumps(b, 5))
+        assert back.anc_derive == derive[target] and back.anc_val.tolist() == b.anc_val.tolist()
 
 
 def test_collector_checks_name_the_component():

@@ -5,13 +5,14 @@ batch comes back from pickling with the same anchors."""
 from __future__ import annotations
 
 import pickle
+import zlib
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from squall.columnar.batch import ColumnBatch
-from squall.reliability.batch import TupleBatch, pack_offsets, pack_roots
+from squall.reliability.batch import TupleBatch, pack_offsets, pack_roots, pack_steps, unpack_roots
 
 U64 = np.uint64
 
@@ -66,10 +67,34 @@ def test_an_untracked_batch_stays_untracked():
 def test_roots_in_long_runs_are_run_length_coded():
     runs = np.repeat(np.arange(50, dtype=U64), 10)
     values, lengths = pack_roots(runs)
-    np.testing.assert_array_equal(values, np.arange(50, dtype=U64))
-    assert lengths.tolist() == [10] * 50
-    short = np.repeat(np.arange(200, dtype=U64), 2)  # runs of 2: left as they are
+    np.testing.assert_array_equal(values, np.arange(50, dtype=U64))  # too few run roots to step-code
+    assert lengths.tolist() == [10] * 50 and lengths.dtype == np.uint8
+    random = np.random.default_rng(zlib.crc32(b"roots")).integers(0, 1 << 62, 200, dtype=U64)
+    short = np.repeat(random, 2)  # runs of 2, in no order: left as they are
     assert pack_roots(short) is short
+
+
+@pytest.mark.parametrize("roots", [
+    np.arange(1 << 40, (1 << 40) + 1000, dtype=U64),  # a spout's consecutive roots
+    np.arange(1 << 40, (1 << 40) + 2000, 2, dtype=U64),  # every other one (a shuffle to 2 tasks)
+    np.repeat(np.arange(7, 7 + 300 * 1000, 1000, dtype=U64), 9),  # runs, run roots 1,000 apart
+    np.sort(np.random.default_rng(zlib.crc32(b"gaps")).integers(0, 1 << 20, 500).astype(U64)),  # steps < 65,536
+])
+def test_roots_in_order_travel_as_small_steps(roots):
+    packed = pack_roots(roots)
+    assert isinstance(packed, tuple)
+    assert len(pickle.dumps(packed)) < 2.5 * len(roots) + 200  # 8 bytes a root unpacked
+    back = unpack_roots(pickle.loads(pickle.dumps(packed)))
+    assert back.dtype == U64 and back.tolist() == roots.tolist()
+
+
+def test_roots_with_a_big_step_or_a_step_down_travel_as_they_are():
+    up = np.arange(100, dtype=U64)
+    up[50:] += np.uint64(1 << 16)
+    assert pack_steps(up) is up
+    down = np.arange(100, dtype=U64)[::-1].copy()
+    assert pack_steps(down) is down
+    assert pack_steps(up.astype(np.int64)).dtype == np.int64  # only uint64 ids are coded
     split = _tuple_batch([1] * 1000, run=10)
     unique = _tuple_batch([1] * 1000, run=1)
     assert len(pickle.dumps(split)) < len(pickle.dumps(unique)) - 6000  # 900 roots not sent

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from squall.engine.task_result import Counters
+from squall.reliability.batch import pack_steps, unpack_steps
 
 
 class Inputs(NamedTuple):
@@ -39,11 +40,19 @@ class State(NamedTuple):
 
 
 class Acks(NamedTuple):
-    """Ack messages, already folded per root."""
+    """Ack messages, already folded per root (so the roots are in order: they travel as small
+    steps, reliability.batch.pack_steps, 1-2 bytes a root instead of 8)."""
 
     wave: int
     roots: np.ndarray
     xors: np.ndarray
+
+    def __reduce__(self) -> tuple:
+        return _acks, (self.wave, pack_steps(self.roots), self.xors)
+
+
+def _acks(wave: int, roots: Any, xors: np.ndarray) -> Acks:
+    return Acks(wave, unpack_steps(roots), xors)
 
 
 class Fails(NamedTuple):
