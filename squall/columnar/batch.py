@@ -15,7 +15,16 @@ import numpy as np
 import pyarrow as pa
 
 from squall.columnar.arrow import batch_to_rows, from_ipc, rows_to_batch, to_ipc
-from squall.reliability.batch import TupleBatch, field_index_of, pack_offsets, pack_roots, unpack_offsets, unpack_roots
+from squall.reliability.batch import (
+    TupleBatch,
+    field_index_of,
+    is_one_each,
+    one_each,
+    pack_offsets,
+    pack_roots,
+    unpack_offsets,
+    unpack_roots,
+)
 from squall.reliability.ids import derived_edge_ids
 
 _U64 = np.uint64
@@ -115,6 +124,8 @@ def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:
 def _concat_offsets(parts: Sequence[ColumnBatch]) -> np.ndarray:
     """The parts' anchor offsets as one array: each part's shifted by the entries before it, an
     untracked part's rows owning none (one pass per part: 900,000 rows 2.8 -> 1.0 ms)."""
+    if all(p.anc_off is not None and is_one_each(p.anc_off) for p in parts):
+        return one_each(sum(map(len, parts)))
     offs, shift = [], 0
     for p in parts:
         if p.anc_off is None:

@@ -141,9 +141,8 @@ class ColumnarBoltTask(BoltTask):
         res.failed += n_failed
         if not tracked:
             return
-        ok = np.flatnonzero(~failed)
-        if len(ok):
-            r, v = ack_messages(anchors, ok, out_ack)
+        if n_failed < n:
+            r, v = ack_messages(anchors, np.flatnonzero(~failed) if n_failed else None, out_ack)
             res.ack_roots.append(r)
             res.ack_vals.append(v)
         if n_failed:

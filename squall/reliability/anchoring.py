@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from squall.reliability.batch import run_starts
+from squall.reliability.batch import is_one_each, run_starts
 from squall.reliability.ids import edge_ids, mix64, row_keys
 from squall.reliability.xor import fold_runs, xor_at
 
@@ -136,14 +136,16 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
     return Contributions(pair_child[grp], anchors.root[pos], e[grp])
 
 
-def ack_messages(anchors: Anchors, rows: np.ndarray, out_ack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ack messages (root, value ^ out_ack_val) for every root of the given rows."""
-    if not len(rows) or not len(anchors.root):
-        return _EMPTY_U, _EMPTY_U
+def ack_messages(anchors: Anchors, rows: np.ndarray | None, out_ack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ack messages (root, value ^ out_ack_val) for every root of the given rows (None: all)."""
     n = len(anchors.off) - 1
-    if len(rows) == n == len(anchors.root) and (anchors.counts == 1).all():
+    if not n or not len(anchors.root) or (rows is not None and not len(rows)):
+        return _EMPTY_U, _EMPTY_U
+    if (rows is None or len(rows) == n) and n == len(anchors.root) and is_one_each(anchors.off):
         # every row, one root each (a columnar batch none of whose rows failed): no gathers
         return anchors.root.copy(), anchors.val ^ out_ack
+    if rows is None:
+        rows = np.arange(n)
     grp, pos = expand(anchors.off[rows], anchors.counts[rows])
     return anchors.root[pos], anchors.val[pos] ^ out_ack[rows[grp]]
 

@@ -26,18 +26,38 @@ def field_index_of(fields: tuple[str, ...]) -> dict[str, int]:
     return fi
 
 
+_ONE_EACH = np.zeros(1, np.int64)  # 0, 1, 2, ...: grown on demand, read-only, shared by every batch
+
+
+def one_each(n: int) -> np.ndarray:
+    """Anchor offsets 0..n (every row owns one entry, what a split or a column emit makes) as a
+    read-only view of one shared array: not 8 bytes a row written (and compared) per batch."""
+    global _ONE_EACH
+    if len(_ONE_EACH) < n + 1:
+        grown = np.arange(max(n + 1, 2 * len(_ONE_EACH)), dtype=np.int64)
+        grown.flags.writeable = False
+        _ONE_EACH = grown
+    return _ONE_EACH[:n + 1]
+
+
+def is_one_each(off: np.ndarray) -> bool:
+    """Offsets 0..n, every row owning one entry: at once for `one_each`'s views, else by a pass."""
+    if off.base is _ONE_EACH and off.strides == (8,) and len(off) and off[0] == 0:
+        return True
+    return int(off[-1]) == len(off) - 1 and bool((off[1:] > off[:-1]).all())
+
+
 def pack_offsets(off: np.ndarray | None) -> np.ndarray | int | None:
     """Anchor offsets as they travel: when every row has exactly one anchor (what a split or a
     columnar emit makes), just the row count instead of n + 1 int64s (a third of a tracked
     batch's anchor bytes)."""
-    if off is not None and len(off) > 1 and int(off[-1]) == len(off) - 1 \
-            and np.array_equal(off, np.arange(len(off))):
+    if off is not None and len(off) > 1 and is_one_each(off):
         return len(off) - 1
     return off
 
 
 def unpack_offsets(off: np.ndarray | int | None) -> np.ndarray | None:
-    return np.arange(off + 1, dtype=np.int64) if type(off) is int else off
+    return one_each(off) if type(off) is int else off
 
 
 def pack_values(values: list, nfields: int) -> list | tuple:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from squall.reliability.anchoring import Anchors, anchor_edges
+from squall.reliability.batch import is_one_each, one_each
 from squall.reliability.ids import derived_edge_ids, derived_salt, edge_ids
 from squall.reliability.xor import xor_at
 
@@ -83,7 +84,7 @@ def derivable(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray) -
     """Every output row has one child and every input row one root (a split): its children's
     edges can be derived (`derived_rows`)."""
     n = len(anchors.off) - 1
-    return len(child_row) == len(anchor_row) and len(anchors.root) == n and bool((anchors.counts == 1).all())
+    return len(child_row) == len(anchor_row) and len(anchors.root) == n and is_one_each(anchors.off)
 
 
 def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
@@ -102,7 +103,7 @@ def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray
     e_row = np.empty(nc, _U64)
     e_row[child_row] = e
     xor_at(out_ack, anchor_row, e_row)
-    return Anchors(np.arange(nc + 1, dtype=_I64), roots, e), salts
+    return Anchors(one_each(nc), roots, e), salts
 
 
 def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: int,
@@ -150,4 +151,4 @@ def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.nda
         xor_at(init, root_slot, e_row)
     else:
         xor_at(init, root_slot[child_row], edges)
-    return Anchors(np.arange(nc + 1, dtype=_I64), roots, edges), init, salts
+    return Anchors(one_each(nc), roots, edges), init, salts
