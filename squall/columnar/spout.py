@@ -104,7 +104,7 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
         if trees is not None:
             out.roots.append(roots)
             out.init_vals.append(trees[1])
-        out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target,
-                                           *(trees[0], trees[2]) if trees is not None else (None, None)))
+        anchors, derive = (trees[0], trees[2]) if trees is not None else (None, None)
+        out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target, anchors, derive))
         out = out._replace(rows=out.rows + m)
     return out

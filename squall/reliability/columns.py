@@ -126,6 +126,8 @@ def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: 
 def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
     """Rows start..end-1 of `anchors` as rows 0..end-start-1."""
     a, b = int(anchors.off[start]), int(anchors.off[end])
+    if is_one_each(anchors.off):  # one entry a row: the slice's offsets are 0..n again (shared, no pass)
+        return Anchors(one_each(end - start), anchors.root[a:b], anchors.val[a:b])
     return Anchors(anchors.off[start:end + 1] - a, anchors.root[a:b], anchors.val[a:b])
 
 
