@@ -111,6 +111,7 @@ class ColumnarBoltTask(BoltTask):
         anchors = batch_anchors(batch)
         tracked = anchors is not None and len(anchors.root) > 0
         out_ack = np.zeros(n, _U64)
+        salt = execute_salt(self.task_id, wave)
         keys = None  # made once an emit anchors children (a bolt that only acks needs none)
         base = None  # per input row, its outputs in the emits before (None: no emit before)
         for i, em in enumerate(emits):
@@ -125,10 +126,10 @@ class ColumnarBoltTask(BoltTask):
             if tracked and em.anchors is not None and len(child_row):
                 if derivable(anchors, em.anchors, child_row):
                     child_anchors, derive = derived_rows(anchors, em.anchors, child_row, child_target, out_ack,
-                                                         execute_salt(self.task_id, wave), res.emitted)
+                                                         salt, res.emitted)
                 else:
                     if keys is None:
-                        keys = keys_of(anchors, execute_salt(self.task_id, wave))
+                        keys = keys_of(anchors, salt)
                     child_anchors = anchor_rows(anchors, keys, em.anchors, row_ordinals(em.anchors, base),
                                                 child_row, child_target, out_ack)
                 if i + 1 < len(emits):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from squall.reliability.anchoring import Anchors, anchor_edges
-from squall.reliability.batch import is_one_each, one_each
+from squall.reliability.batch import is_one_each, one_each, run_starts
 from squall.reliability.ids import derived_edge_ids, derived_salt, edge_ids
 from squall.reliability.xor import xor_at
 
@@ -97,23 +97,26 @@ def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray
     from the roots, so they need not travel. The edges are XORed into `out_ack` in row order,
     where the rows of one input sit together (a sentence's words) and fold as runs, not element
     by element (np.bitwise_xor.at)."""
-    nc = len(child_row)
     roots = anchors.root[anchor_row[child_row]]
     e, salts = _edges_by_target(roots, child_target, execute_salt, emit_seq)
-    e_row = np.empty(nc, _U64)
-    e_row[child_row] = e
-    xor_at(out_ack, anchor_row, e_row)
-    return Anchors(one_each(nc), roots, e), salts
+    _xor_in_row_order(out_ack, anchor_row, child_row, e)
+    return Anchors(one_each(len(child_row)), roots, e), salts
+
+
+def _xor_in_row_order(target: np.ndarray, slot: np.ndarray, child_row: np.ndarray, edges: np.ndarray) -> None:
+    """target[slot[r]] ^= the edge of row r's child, for children that are a permutation of the
+    rows (in child order, grouped by target): put back in row order, where a slot's rows sit
+    together and fold as runs (xor_at), not element by element."""
+    e_row = np.empty(len(child_row), _U64)
+    e_row[child_row] = edges
+    xor_at(target, slot, e_row)
 
 
 def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: int,
                      emit_seq: int) -> tuple[np.ndarray, dict[int, int]]:
     """Derived edges of children grouped by target (one run per target), and each target's salt."""
     nc = len(roots)
-    new = np.empty(nc, bool)
-    new[0] = True
-    np.not_equal(child_target[1:], child_target[:-1], out=new[1:])
-    starts = np.flatnonzero(new).tolist() + [nc]
+    starts = run_starts(child_target).tolist() + [nc]
     e = np.empty(nc, _U64)
     salts = {}
     for s, end in zip(starts[:-1], starts[1:]):
@@ -147,10 +150,8 @@ def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.nda
     else:
         edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
     init = np.zeros(n_roots, _U64)
-    if salts is not None:  # child_row is a permutation of the rows: XOR in row order (root slots in order)
-        e_row = np.empty(nc, _U64)
-        e_row[child_row] = edges
-        xor_at(init, root_slot, e_row)
+    if salts is not None:  # one child per row: root slots in row order fold as runs
+        _xor_in_row_order(init, root_slot, child_row, edges)
     else:
         xor_at(init, root_slot[child_row], edges)
     return Anchors(one_each(nc), roots, edges), init, salts
