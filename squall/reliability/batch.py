@@ -99,22 +99,27 @@ def unpack_roots(roots: np.ndarray | tuple | None) -> np.ndarray | None:
     return np.repeat(unpack_steps(roots[0]), roots[1])
 
 
-def pack_steps(ids: np.ndarray) -> np.ndarray | tuple[int, np.ndarray]:
+def pack_steps(ids: np.ndarray) -> np.ndarray | tuple[int, np.ndarray | int]:
     """Ids (uint64) in order with steps below 65,536 (root ids are handed out consecutively) as
-    (first, steps as uint8 or uint16): 1 or 2 bytes an id instead of 8. Else as they are."""
+    (first, steps as uint8 or uint16): 1 or 2 bytes an id instead of 8; consecutive ids (a
+    spout's roots of a wave) as (first, how many). Else as they are."""
     if len(ids) < 64 or ids.dtype != np.uint64:
         return ids
     steps = np.diff(ids)  # a step down wraps to a huge uint64: not small
     top = int(steps.max())
     if top >= 1 << 16:
         return ids
+    if top == 1 and (int(ids[-1]) - int(ids[0])) % (1 << 64) == len(ids) - 1:  # every step 1
+        return int(ids[0]), len(ids)
     return int(ids[0]), steps.astype(_smallest_uint(top))
 
 
-def unpack_steps(packed: np.ndarray | tuple[int, np.ndarray]) -> np.ndarray:
+def unpack_steps(packed: np.ndarray | tuple[int, np.ndarray | int]) -> np.ndarray:
     if type(packed) is not tuple:
         return packed
     first, steps = packed
+    if type(steps) is int:
+        return np.arange(steps, dtype=np.uint64) + np.uint64(first)
     out = np.empty(len(steps) + 1, np.uint64)
     out[0] = first
     np.cumsum(steps, dtype=np.uint64, out=out[1:])

@@ -88,6 +88,17 @@ def test_roots_in_order_travel_as_small_steps(roots):
     assert back.dtype == U64 and back.tolist() == roots.tolist()
 
 
+@pytest.mark.parametrize("first", [0, 12_345, (1 << 64) - 50])
+def test_consecutive_roots_travel_as_first_and_count(first):
+    roots = np.arange(100, dtype=U64) + np.uint64(first)  # a spout's roots of a wave; the last case wraps
+    packed = pack_steps(roots)
+    assert packed == (first, 100)
+    back = unpack_roots(pickle.loads(pickle.dumps(packed)))
+    assert back.dtype == U64 and back.tolist() == roots.tolist()
+    roots[60] += np.uint64(1)  # one step of 2 (and one of 0): steps again
+    assert type(pack_steps(roots)[1]) is np.ndarray
+
+
 def test_roots_with_a_big_step_or_a_step_down_travel_as_they_are():
     up = np.arange(100, dtype=U64)
     up[50:] += np.uint64(1 << 16)
