@@ -35,7 +35,7 @@ class ColumnBatch:
     """Rows of one (source component, stream, source task) as Arrow columns, with anchors."""
 
     __slots__ = ("component", "stream", "fields", "source_task", "data", "anc_off", "anc_root", "anc_val",
-                 "anc_derive", "_values", "_findex")
+                 "anc_derive", "anc_settle", "parts", "_values", "_findex")
     always_crosses = True  # Arrow data always serializes (engine/sealing.py need not check rows)
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, data: pa.RecordBatch,
@@ -52,6 +52,10 @@ class ColumnBatch:
         # the salt of derived edge values (reliability/columns.py): pickled, they are left out and
         # made again from the roots (8 bytes a row less to shuffle); None: they travel
         self.anc_derive: int | None = None
+        # the batch's id when it goes to a columnar task, which settles it whole (reliability/
+        # settled.py): its rows carry no edge values (zeros; pickled, none travel)
+        self.anc_settle: int | None = None
+        self.parts: list[tuple[int | None, int | None, int]] | None = None  # a concatenation's (row_parts)
         self._values: list | None = None
         self._findex = field_index_of(self.fields)
 
@@ -73,20 +77,27 @@ class ColumnBatch:
     row_batch = TupleBatch.row_batch
 
     def __getstate__(self) -> tuple:
-        vals = self.anc_val if self.anc_derive is None else None
+        vals = self.anc_val if self.anc_derive is None and self.anc_settle is None else None
         return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),
-                pack_offsets(self.anc_off), pack_roots(self.anc_root), vals, self.anc_derive)
+                pack_offsets(self.anc_off), pack_roots(self.anc_root), vals, self.anc_derive, self.anc_settle)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, blob,
-         off, roots, self.anc_val, self.anc_derive) = state
+         off, roots, self.anc_val, self.anc_derive, self.anc_settle) = state
         self.anc_off = unpack_offsets(off)
         self.anc_root = unpack_roots(roots)
         if self.anc_derive is not None:
             self.anc_val = derived_edge_ids(self.anc_root, self.anc_derive)
+        elif self.anc_settle is not None:
+            self.anc_val = np.zeros(len(self.anc_root), _U64)
         self.data = from_ipc(blob)
+        self.parts = None
         self._values = None
         self._findex = field_index_of(self.fields)
+
+    def row_parts(self) -> list[tuple[int | None, int | None, int]]:
+        """(derive salt, settle id, rows) of each batch this one was concatenated from, in row order."""
+        return self.parts if self.parts is not None else [(self.anc_derive, self.anc_settle, len(self))]
 
     def __repr__(self) -> str:
         return f"ColumnBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"
@@ -117,7 +128,11 @@ def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:
         out.anc_off = _concat_offsets(parts)
         tracked = [p for p in parts if p.anc_off is not None]
         out.anc_root = np.concatenate([p.anc_root for p in tracked]).astype(_U64, copy=False)
-        out.anc_val = np.concatenate([p.anc_val for p in tracked]).astype(_U64, copy=False)
+        if all(p.anc_settle is not None for p in tracked):  # no edge values: zeros, with no copying
+            out.anc_val = np.zeros(len(out.anc_root), _U64)
+        else:
+            out.anc_val = np.concatenate([p.anc_val for p in tracked]).astype(_U64, copy=False)
+    out.parts = [part for p in parts for part in p.row_parts()]
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import numpy as np
 
 from squall.api.collectors import StreamOut
@@ -13,9 +15,11 @@ from squall.reliability.columns import slice_anchors
 
 def column_children(component: str, task_id: int, so: StreamOut, data: object, child_row: np.ndarray,
                     child_target: np.ndarray, anchors: Anchors | None,
-                    derive: dict[int, int] | None = None) -> list[tuple[int, ColumnBatch]]:
+                    derive: dict[int, int] | None = None,
+                    settle: Container[int] = ()) -> list[tuple[int, ColumnBatch]]:
     """(target task, batch) per run of equal targets in `child_target` (children grouped by target);
-    `derive`: each target's salt when the edge values are derived (they need not travel)."""
+    `derive`: each target's salt when the edge values are derived (they need not travel), or,
+    for a target in `settle`, its batch's id (its rows have no edge values: reliability/settled.py)."""
     nc = len(child_row)
     if not nc:
         return []
@@ -29,6 +33,10 @@ def column_children(component: str, task_id: int, so: StreamOut, data: object, c
             sub = slice_anchors(anchors, s, e)
             b.anc_off, b.anc_root, b.anc_val = sub.off, sub.root, sub.val
             if derive is not None:
-                b.anc_derive = derive[int(child_target[s])]
+                target = int(child_target[s])
+                if target in settle:
+                    b.anc_settle = derive[target]
+                else:
+                    b.anc_derive = derive[target]
         out.append((int(child_target[s]), b))
     return out

@@ -16,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from squall.api.topology import StormTopology
+from squall.columnar.acking import ack_plan, whole_acks
 from squall.columnar.batch import ColumnBatch, as_columns, concat
+from squall.columnar.bolt import ColumnarBolt
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.outputs import column_children
 from squall.columnar.routing import direct_children, route_columns, stream_column_routes
@@ -27,6 +29,7 @@ from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_o
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
 from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
+from squall.reliability.settled import Sent, Settled
 
 _I64 = np.int64
 _U64 = np.uint64
@@ -40,6 +43,7 @@ class ColumnarBoltTask(BoltTask):
         super().__init__(topology, component, task_index, conf, instance, capture)
         self.collector = ColumnarCollector(component, self.streams, self)
         self.col_routes = {name: stream_column_routes(topology, so, task_index) for name, so in self.streams.items()}
+        self.settling = columnar_tasks(topology)  # targets that settle a batch whole: no edges to them
 
     def prepare(self) -> None:
         if not self.prepared:
@@ -51,7 +55,12 @@ class ColumnarBoltTask(BoltTask):
                 raise
 
     def run(self, inbox: Sequence[Any], wave: int, now: float | None = None) -> TaskResult:
-        return super().run(by_source(inbox), wave, now)
+        res = super().run(by_source(inbox), wave, now)
+        # Returning, the task has acked or failed every row it was given (or it raised, and the
+        # wave is lost): the batches sent with no edges are settled (reliability/settled.py).
+        res.settled.extend(Settled(b.anc_settle, len(b)) for b in inbox
+                           if len(b) and getattr(b, "anc_settle", None) is not None)
+        return res
 
     def _run_batch(self, group: Any, wave: int, res: TaskResult) -> None:
         for batch in self._columns(group, res):
@@ -123,10 +132,11 @@ class ColumnarBoltTask(BoltTask):
             else:
                 child_row, child_target = route_columns(self.col_routes[so.stream], data)
             child_anchors = derive = None
+            settle: set[int] = set()
             if tracked and em.anchors is not None and len(child_row):
                 if derivable(anchors, em.anchors, child_row):
-                    child_anchors, derive = derived_rows(anchors, em.anchors, child_row, child_target, out_ack,
-                                                         salt, res.emitted)
+                    child_anchors, derive, settle = derived_rows(anchors, em.anchors, child_row, child_target,
+                                                                 out_ack, salt, res.emitted, self.settling)
                 else:
                     if keys is None:
                         keys = keys_of(anchors, salt)
@@ -134,8 +144,12 @@ class ColumnarBoltTask(BoltTask):
                                                 child_row, child_target, out_ack)
                 if i + 1 < len(emits):
                     base = outputs_per_row(em.anchors, base, n)
-            res.outputs.extend(column_children(self.component, self.task_id, so, data, child_row, child_target,
-                                               child_anchors, derive))
+            children = column_children(self.component, self.task_id, so, data, child_row, child_target,
+                                       child_anchors, derive, settle)
+            res.outputs.extend(children)
+            if settle:
+                res.sent.extend(Sent(b.anc_settle, len(b), self.component, self.task_id, t)
+                                for t, b in children if b.anc_settle is not None)
             res.emitted += data.num_rows  # after: the rows emitted before an emit tell it apart (its salt)
         n_failed = int(failed.sum())
         res.acked += n - n_failed
@@ -143,9 +157,12 @@ class ColumnarBoltTask(BoltTask):
         if not tracked:
             return
         if n_failed < n:
-            r, v = ack_messages(anchors, np.flatnonzero(~failed) if n_failed else None, out_ack)
-            res.ack_roots.append(r)
-            res.ack_vals.append(v)
+            rows, whole = ack_plan(batch, failed, n_failed, out_ack)
+            res.ack_batches.extend(whole_acks(anchors, whole))
+            if rows is None or len(rows):
+                r, v = ack_messages(anchors, rows, out_ack)
+                res.ack_roots.append(r)
+                res.ack_vals.append(v)
         if n_failed:
             self._fail_roots(anchors, np.flatnonzero(failed), res,
                              why or FailReason("failed", self.component, self.task_id))
@@ -156,6 +173,12 @@ class ColumnarBoltTask(BoltTask):
         for r in np.unique(roots).tolist():
             res.fail_roots.append(r)
             res.fail_reasons.append(why)
+
+
+def columnar_tasks(topology: StormTopology) -> frozenset[int]:
+    """The task ids of the topology's columnar bolts."""
+    return frozenset(t for c, spec in topology.specs.items() if isinstance(spec.obj, ColumnarBolt)
+                     for t in topology.task_ids[c])
 
 
 def by_source(inbox: Sequence[Any]) -> list[list]:

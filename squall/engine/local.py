@@ -13,6 +13,7 @@ from squall.engine.sealing import seal_outputs
 from squall.engine.task_kinds import bolt_task_class
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
+from squall.reliability.columns import derived_acks
 
 
 class LocalExecutor:
@@ -50,11 +51,15 @@ class LocalExecutor:
                 inbox.setdefault(target, []).append(b)
             roots.extend(res.ack_roots)
             vals.extend(res.ack_vals)
+            if res.ack_batches:
+                r, v = derived_acks(res.ack_batches)
+                roots.append(r)
+                vals.append(v)
             out.add_result(res)
         if roots:
             out.ack_roots = np.concatenate(roots)
             out.ack_vals = np.concatenate(vals)
-        return out
+        return out.check_settled()
 
     def stop(self) -> None:
         for task in self.tasks.values():

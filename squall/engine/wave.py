@@ -11,6 +11,7 @@ from squall.engine.task_result import Counters, TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
 from squall.reliability.pending import FailReason
+from squall.reliability.settled import Sent, Settled, unsettled
 
 _EMPTY_U = np.zeros(0, np.uint64)
 
@@ -59,6 +60,8 @@ class WaveOutput:
     captured: Captured = field(default_factory=dict)  # only when capturing, for tests
     tasks: list[tuple[int, Counters]] = field(default_factory=list)  # (task id, its counters) for the UI
     metrics: list[tuple[str, int, dict]] = field(default_factory=list)  # (component, task, user metrics)
+    sent: list[Sent] = field(default_factory=list)  # batches sent with no edge values (reliability/settled.py)
+    settled: list[Settled] = field(default_factory=list)  # and those settled
 
     def add_stats(self, component: str, counters: Counters) -> None:
         self.stats.setdefault(component, TaskStats(component)).add(counters)
@@ -77,7 +80,16 @@ class WaveOutput:
     def add_result(self, res: TaskResult) -> None:
         self.fail_roots.extend(res.fail_roots)
         self.fail_reasons.extend(res.fail_reasons)
+        self.sent.extend(res.sent)
+        self.settled.extend(res.settled)
         self.add_report(res.component, res.task, res.counters, res.errors, res.captured, res.metrics)
+
+    def check_settled(self) -> WaveOutput:
+        """Raises WaveLost if a batch sent with no edge values was not settled whole (reliability/settled.py)."""
+        astray = unsettled(self.sent, self.settled)
+        if astray is not None:
+            raise WaveLost(astray)
+        return self
 
     @property
     def executed(self) -> int:
@@ -99,6 +111,8 @@ def merge_outputs(outs: list[WaveOutput]) -> WaveOutput:
     for o in outs:
         out.fail_roots.extend(o.fail_roots)
         out.fail_reasons.extend(o.fail_reasons)
+        out.sent.extend(o.sent)
+        out.settled.extend(o.settled)
         out.errors.extend(o.errors)
         for comp, st in o.stats.items():
             out.add_stats(comp, st.counters)

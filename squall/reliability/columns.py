@@ -13,6 +13,8 @@ anyway, so the 8 bytes a row of edge values do not travel (ColumnBatch pickles w
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import numpy as np
 
 from squall.reliability.anchoring import Anchors, anchor_edges
@@ -88,19 +90,23 @@ def derivable(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray) -
 
 
 def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
-                 out_ack: np.ndarray, execute_salt: int, emit_seq: int) -> tuple[Anchors, dict[int, int]]:
+                 out_ack: np.ndarray, execute_salt: int, emit_seq: int,
+                 settling: Container[int] = ()) -> tuple[Anchors, dict[int, int], set[int]]:
     """anchor_rows for a `derivable` emit, whose edges are derived (ids.derived_edge_ids): the
     children come grouped by target, one batch per target (child_row is a permutation of the
     rows, as every route gives each row at least once), and each target's get their edges by
     position in its batch from its salt (`execute_salt` names the task and wave, `emit_seq` the
-    emit within them). Returned with the children: the receiver makes the edge values again
-    from the roots, so they need not travel. The edges are XORed into `out_ack` in row order,
-    where the rows of one input sit together (a sentence's words) and fold as runs, not element
-    by element (np.bitwise_xor.at)."""
+    emit within them). Returned with the children: each target's salt (the receiver makes the
+    edge values again from the roots, so they need not travel) and the targets that settle
+    whole (in `settling`: columnar tasks; their children get no edges, reliability/settled.py,
+    and the salt is their batch's id). The edges are XORed into `out_ack` in row order, where
+    the rows of one input sit together (a sentence's words) and fold as runs, not element by
+    element (np.bitwise_xor.at)."""
     roots = anchors.root[anchor_row[child_row]]
-    e, salts = _edges_by_target(roots, child_target, execute_salt, emit_seq)
-    _xor_in_row_order(out_ack, anchor_row, child_row, e)
-    return Anchors(one_each(len(child_row)), roots, e), salts
+    e, salts, settle = _edges_by_target(roots, child_target, execute_salt, emit_seq, settling)
+    if len(settle) < len(salts):  # some children have edges
+        _xor_in_row_order(out_ack, anchor_row, child_row, e)
+    return Anchors(one_each(len(child_row)), roots, e), salts, settle
 
 
 def _xor_in_row_order(target: np.ndarray, slot: np.ndarray, child_row: np.ndarray, edges: np.ndarray) -> None:
@@ -112,18 +118,34 @@ def _xor_in_row_order(target: np.ndarray, slot: np.ndarray, child_row: np.ndarra
     xor_at(target, slot, e_row)
 
 
-def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: int,
-                     emit_seq: int) -> tuple[np.ndarray, dict[int, int]]:
-    """Derived edges of children grouped by target (one run per target), and each target's salt."""
+def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: int, emit_seq: int,
+                     settling: Container[int] = ()) -> tuple[np.ndarray, dict[int, int], set[int]]:
+    """Derived edges of children grouped by target (one run per target), each target's salt,
+    and the targets that settle whole (their children's edges are 0)."""
     nc = len(roots)
     starts = run_starts(child_target).tolist() + [nc]
     e = np.empty(nc, _U64)
     salts = {}
+    settle = set()
     for s, end in zip(starts[:-1], starts[1:]):
         target = int(child_target[s])
         salts[target] = derived_salt(execute_salt, emit_seq, target)
-        e[s:end] = derived_edge_ids(roots[s:end], salts[target])
-    return e, salts
+        if target in settling:
+            settle.add(target)
+            e[s:end] = 0
+        else:
+            e[s:end] = derived_edge_ids(roots[s:end], salts[target])
+    return e, salts, settle
+
+
+def derived_acks(batches: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The ack messages of derived batches whose every row was acked with nothing more, given
+    as (salt, roots): each row's edge made again from its root and the batch's salt, as its
+    receiver made it (columnar/acking.py)."""
+    if not batches:
+        return np.zeros(0, _U64), np.zeros(0, _U64)
+    return (np.concatenate([r for _, r in batches]),
+            np.concatenate([derived_edge_ids(r, salt) for salt, r in batches]))
 
 
 def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
@@ -146,7 +168,7 @@ def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.nda
     roots = row_root[child_row]
     salts = None
     if salt is not None and nc == len(row_root) and nc:
-        edges, salts = _edges_by_target(roots, child_target, salt[0], salt[1])
+        edges, salts, _ = _edges_by_target(roots, child_target, salt[0], salt[1])
     else:
         edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
     init = np.zeros(n_roots, _U64)

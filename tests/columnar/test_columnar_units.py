@@ -131,7 +131,7 @@ def test_derived_edges_balance_and_are_made_again_by_the_receiver(roots):
     out_ack = np.zeros(n, np.uint64)
     assert derivable(anchors, anchor_row, child_row) == derived
     if derived:
-        children, derive = derived_rows(anchors, anchor_row, child_row, child_target, out_ack, 12345, 0)
+        children, derive, _ = derived_rows(anchors, anchor_row, child_row, child_target, out_ack, 12345, 0)
     else:
         children, derive = anchor_rows(anchors, keys_of(anchors, 1), anchor_row, row_ordinals(anchor_row),
                                        child_row, child_target, out_ack), None

@@ -243,11 +243,16 @@ def check(engine, spark, params):
 MIXED = ([2], [BoltPlan("columnar", 2, [(0, "fields")]), BoltPlan("random", 2, [(1, "shuffle")]),
                BoltPlan("columnar", 3, [(2, "all"), (1, "local_or_shuffle")]),
                BoltPlan("join", 2, [(3, "fields"), (1, "global")])], [6], 7, 20, 10, 3)
+# A columnar chain (its batches settle whole, no edges: reliability/settled.py) into a tuple bolt
+# that holds and fails, then a columnar bolt again.
+SETTLED = ([2], [BoltPlan("columnar", 2, [(0, "fields")]), BoltPlan("columnar", 2, [(1, "shuffle")]),
+                 BoltPlan("random", 2, [(2, "fields")]), BoltPlan("columnar", 2, [(3, "shuffle")])], [6], 7, 20, 10, 3)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies())
 @example(MIXED)
+@example(SETTLED)
 def test_random_topologies_local(params):
     check("local", None, params)
 
@@ -256,5 +261,6 @@ def test_random_topologies_local(params):
                                                                   HealthCheck.function_scoped_fixture])
 @given(params=topologies())
 @example(params=MIXED)
+@example(params=SETTLED)
 def test_random_topologies_spark(spark_session, params):
     check("spark", spark_session, params)

@@ -31,12 +31,14 @@ from squall.engine.spark import worker
 from squall.engine.spark.checkpoint_files import CheckpointFiles
 from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
-from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, WholeAcks
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
 from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
+from squall.reliability.columns import derived_acks
+from squall.reliability.settled import unsettled
 
 log = logging.getLogger("squall")
 
@@ -190,11 +192,16 @@ class SparkExecutor:
     def _finished(self, job: SubmittedWave, rows: list[tuple] | None) -> WaveOutput | None:
         """A wave's job ended: with its rows it is the new good state; without (lost, or dropped
         because an earlier wave was lost) its output goes and the next wave builds on the last
-        good state again."""
-        if rows is None:
-            for out in job.outs:
-                out.unpersist(blocking=False)
+        good state again. A job that ran but sent a batch nobody settled did not run whole: it
+        is dropped so, and raises WaveLost (reliability/settled.py)."""
+        out = None if rows is None else self._output(rows)
+        astray = None if out is None else unsettled(out.sent, out.settled)
+        if out is None or astray is not None:
+            for rdd in job.outs:
+                rdd.unpersist(blocking=False)
             self._state = self._good
+            if astray is not None:
+                raise WaveLost(astray)
             return None
         for old in self._good:
             old.unpersist(blocking=False)
@@ -203,7 +210,7 @@ class SparkExecutor:
             self._inputs.cut(job.checkpointed)
             self.checkpoint_files.written_for(job.outs)
         self.waves += 1
-        return self._output(rows)
+        return out
 
     def _collect(self, last: Any, depth: int) -> list[tuple]:
         """Run the wave's job: the last level's acks, failures and reports, at the driver."""
@@ -249,6 +256,13 @@ class SparkExecutor:
             elif kind is Fails:
                 out.fail_roots.extend(rec.roots)
                 out.fail_reasons.extend(rec.reasons)
+            elif kind is WholeAcks:
+                r, v = derived_acks(rec.batches)
+                roots.append(r)
+                vals.append(v)
+            elif kind is Settles:
+                out.sent.extend(rec.sent)
+                out.settled.extend(rec.settled)
             elif kind is Report:
                 out.add_report(rec.component, rec.task, rec.counters, rec.errors, rec.captured, rec.metrics)
                 if rec.task in self.layout.loc:

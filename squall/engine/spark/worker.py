@@ -25,10 +25,12 @@ from squall.api.config import Config, component_conf
 from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
 from squall.engine.sealing import portable_captured, seal_outputs
-from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, State
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, State, WholeAcks
 from squall.engine.spark.spout_input import Carried, records_for
 from squall.engine.task_kinds import bolt_task_class
+from squall.engine.task_result import TaskResult
 from squall.reliability.anchoring import combine
+from squall.reliability.columns import derived_acks
 
 _U64 = np.uint64
 KEY_BYTES = len(pack_long(0))  # a partition key in a level's keyed output
@@ -205,8 +207,7 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
             onward.setdefault(layout.loc[target], []).append(blob)
         roots.extend(res.ack_roots)
         vals.extend(res.ack_vals)
-        if res.fail_roots:
-            other.append(Fails(wave, res.fail_roots, res.fail_reasons))
+        other.extend(_reliability_records(wave, res))
         state = State(wave, task.snapshot(cloudpickle.dumps))
         if res.executed or res.errors or res.captured or res.metrics:
             captured = portable_captured(res.captured) if res.captured else res.captured
@@ -228,6 +229,18 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
     return out
 
 
+def _reliability_records(wave: int, res: TaskResult) -> list[tuple]:
+    """A task's failures, derived batches acked whole, and batches sent and settled, as records."""
+    out: list[tuple] = []
+    if res.fail_roots:
+        out.append(Fails(wave, res.fail_roots, res.fail_reasons))
+    if res.ack_batches:
+        out.append(WholeAcks(wave, res.ack_batches))
+    if res.sent or res.settled:
+        out.append(Settles(wave, res.sent, res.settled))
+    return out
+
+
 def to_driver(it: Iterable[bytes]) -> Iterator[tuple]:
     """With one acker, the last level's acks (folded per partition), failures and reports go
     straight to the driver, which folds them across partitions: no acker stage."""
@@ -240,6 +253,8 @@ def to_ackers(ackers: int) -> Any:
     def route(it: Iterable[bytes]) -> Iterator[tuple[int, tuple]]:
         for _, rec in records_of(it):  # a State is none of these kinds: it stays behind
             kind = type(rec)
+            if kind is WholeAcks:  # values made here, by root to their ackers
+                rec, kind = Acks(rec.wave, *derived_acks(rec.batches)), Acks
             if kind is Acks:
                 if ackers == 1:
                     yield 0, rec
@@ -249,7 +264,7 @@ def to_ackers(ackers: int) -> Any:
                     m = part == a
                     if m.any():
                         yield a, Acks(rec.wave, rec.roots[m], rec.xors[m])
-            elif kind is Fails or kind is Report:
+            elif kind is Fails or kind is Report or kind is Settles:
                 yield 0, rec
 
     return route
