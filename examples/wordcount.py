@@ -15,7 +15,7 @@ import sys
 from collections import deque
 from typing import Any
 
-from squall import BasicBolt, Bolt, Config, Spout, StormTopology, TopologyBuilder
+from squall import BasicBolt, Config, Spout, StormTopology, TopologyBuilder
 
 WORDS = (
     "the quick brown fox jumps over lazy dog storm spark stream tuple bolt spout acker tree "
@@ -112,22 +112,21 @@ class SplitSentence(BasicBolt):
             collector.emit([word])
 
 
-class WordCount(Bolt):
-    """Running count per word; emits [word, count] anchored to its input, then acks it."""
+class WordCount(BasicBolt):
+    """Running count per word; emits [word, count] (anchored to its input and acked by
+    BasicBolt, as Storm's storm-starter WordCount, a BaseBasicBolt)."""
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["word", "count"])
 
-    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
-        self.collector = collector
+    def prepare(self, conf: dict, context: Any) -> None:
         self.counts: dict[str, int] = {}
 
-    def execute(self, tuple: Any) -> None:  # noqa: A002
+    def execute(self, tuple: Any, collector: Any) -> None:  # noqa: A002
         word = tuple[0]
         count = self.counts.get(word, 0) + 1
         self.counts[word] = count
-        self.collector.emit([word, count], anchors=tuple)
-        self.collector.ack(tuple)
+        collector.emit([word, count])
 
 
 def build_topology(parallelism: int = 2, limit: int | None = None) -> StormTopology:
