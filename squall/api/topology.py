@@ -181,6 +181,14 @@ class StormTopology:
             for sub in self.specs[cid].inputs:
                 self.subscribers.setdefault((sub.source, sub.stream), []).append((cid, sub.grouping))
 
+    def settling_tasks(self) -> frozenset[int]:
+        """The tasks that ack or fail every input in the wave they get it, so a batch sent to one
+        needs no edge per row (reliability/settled.py): a columnar bolt's, and a BasicBolt's (it
+        acks each input when `execute` returns, or fails it: it cannot hold one)."""
+        from squall.columnar.bolt import ColumnarBolt  # noqa: PLC0415 - columnar builds on api
+        return frozenset(t for c, spec in self.specs.items() if isinstance(spec.obj, (ColumnarBolt, BasicBolt))
+                         for t in self.task_ids[c])
+
     @staticmethod
     def _check_kind(s: ComponentSpec) -> None:
         if s.parallelism < 1:

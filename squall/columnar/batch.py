@@ -108,8 +108,10 @@ def as_columns(batch: Any) -> ColumnBatch:
     if type(batch) is ColumnBatch:
         return batch
     data = rows_to_batch(batch.values, batch.fields)
-    return ColumnBatch(batch.component, batch.stream, batch.fields, batch.source_task, data,
-                       batch.anc_off, batch.anc_root, batch.anc_val)
+    out = ColumnBatch(batch.component, batch.stream, batch.fields, batch.source_task, data,
+                      batch.anc_off, batch.anc_root, batch.anc_val)
+    out.anc_settle = batch.anc_settle
+    return out
 
 
 def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:

@@ -9,7 +9,7 @@ prepare) whose per-batch step is columnar.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,6 @@ import pyarrow as pa
 from squall.api.topology import StormTopology
 from squall.columnar.acking import ack_plan, whole_acks
 from squall.columnar.batch import ColumnBatch, as_columns, concat
-from squall.columnar.bolt import ColumnarBolt
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.outputs import column_children
 from squall.columnar.routing import direct_children, route_columns, stream_column_routes
@@ -29,7 +28,7 @@ from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_o
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
 from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
-from squall.reliability.settled import Sent, Settled
+from squall.reliability.settled import Sent
 
 _I64 = np.int64
 _U64 = np.uint64
@@ -43,7 +42,6 @@ class ColumnarBoltTask(BoltTask):
         super().__init__(topology, component, task_index, conf, instance, capture)
         self.collector = ColumnarCollector(component, self.streams, self)
         self.col_routes = {name: stream_column_routes(topology, so, task_index) for name, so in self.streams.items()}
-        self.settling = columnar_tasks(topology)  # targets that settle a batch whole: no edges to them
 
     def prepare(self) -> None:
         if not self.prepared:
@@ -55,12 +53,15 @@ class ColumnarBoltTask(BoltTask):
                 raise
 
     def run(self, inbox: Sequence[Any], wave: int, now: float | None = None) -> TaskResult:
-        res = super().run(by_source(inbox), wave, now)
-        # Returning, the task has acked or failed every row it was given (or it raised, and the
-        # wave is lost): the batches sent with no edges are settled (reliability/settled.py).
-        res.settled.extend(Settled(b.anc_settle, len(b)) for b in inbox
-                           if len(b) and getattr(b, "anc_settle", None) is not None)
-        return res
+        return super().run(by_source(inbox), wave, now)
+
+    @property
+    def settles_whole(self) -> bool:
+        return True  # execute_batch's rows are acked or failed when it returns
+
+    @staticmethod
+    def _input_batches(inbox: Sequence[Any]) -> Iterable[Any]:
+        return (b for group in inbox for b in group)
 
     def _run_batch(self, group: Any, wave: int, res: TaskResult) -> None:
         for batch in self._columns(group, res):
@@ -136,7 +137,7 @@ class ColumnarBoltTask(BoltTask):
             if tracked and em.anchors is not None and len(child_row):
                 if derivable(anchors, em.anchors, child_row):
                     child_anchors, derive, settle = derived_rows(anchors, em.anchors, child_row, child_target,
-                                                                 out_ack, salt, res.emitted, self.settling)
+                                                                 out_ack, salt, res.emitted, self.settle_to)
                 else:
                     if keys is None:
                         keys = keys_of(anchors, salt)
@@ -173,12 +174,6 @@ class ColumnarBoltTask(BoltTask):
         for r in np.unique(roots).tolist():
             res.fail_roots.append(r)
             res.fail_reasons.append(why)
-
-
-def columnar_tasks(topology: StormTopology) -> frozenset[int]:
-    """The task ids of the topology's columnar bolts."""
-    return frozenset(t for c, spec in topology.specs.items() if isinstance(spec.obj, ColumnarBolt)
-                     for t in topology.task_ids[c])
 
 
 def by_source(inbox: Sequence[Any]) -> list[list]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from squall.api.collectors import BasicBoltExecutor, OutputCollector, Recorded
-from squall.api.components import BasicBolt, Bolt
+from squall.api.components import BasicBolt, Bolt, FailedException, ReportedFailedException
 from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
@@ -35,6 +35,7 @@ from squall.reliability.bolt_trees import (
 from squall.reliability.emits import index_emits
 from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
+from squall.reliability.settled import Settled, mark_settled
 
 log = logging.getLogger("squall")
 
@@ -50,6 +51,23 @@ class BoltTask(TaskBase):
         self.bolt = BasicBoltExecutor(instance) if isinstance(instance, BasicBolt) else instance
         self.collector = OutputCollector(component, self.streams, self, record_all=capture or self.debug)
         self.prepared = False
+        self.settle_to = topology.settling_tasks()  # batches to them travel with no edges (reliability/settled.py)
+        self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
+
+    @property
+    def settles_whole(self) -> bool:
+        """Whether this task acks or fails every input in the wave it gets it (a BasicBolt's)."""
+        return type(self.bolt) is BasicBoltExecutor
+
+    def _note_settled(self, inbox: Sequence[Any], res: TaskResult) -> None:
+        """Every input acked or failed by now: the batches sent here with no edges are settled."""
+        if self.settles_whole:
+            res.settled.extend(Settled(b.anc_settle, len(b)) for b in self._input_batches(inbox)
+                               if getattr(b, "anc_settle", None) is not None and len(b))
+
+    @staticmethod
+    def _input_batches(inbox: Sequence[Any]) -> Iterable[Any]:
+        return inbox
 
     @property
     def _has_finish_wave(self) -> bool:
@@ -137,6 +155,7 @@ class BoltTask(TaskBase):
         res = self._res = self._new_result()
         if not self._prepared_for(inbox, res):
             self._res = None
+            self._note_settled(inbox, res)
             return res
         try:
             with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
@@ -148,6 +167,7 @@ class BoltTask(TaskBase):
         finally:
             self._res = None
         res.metrics = self.context.metrics.take()  # what the user's metrics did this wave
+        self._note_settled(inbox, res)
         return res
 
     def _prepared_for(self, inbox: Sequence[TupleBatch], res: TaskResult) -> bool:
@@ -179,7 +199,6 @@ class BoltTask(TaskBase):
     def _run_batch(self, batch: TupleBatch, wave: int, res: TaskResult) -> None:
         coll = self.collector
         execute = self.bolt.execute
-        component, task_id = self.component, self.task_id
         t0 = time.perf_counter()
         if self._rows_hook is not None and self._took_whole(batch, res):
             res.exec_secs += time.perf_counter() - t0
@@ -188,19 +207,49 @@ class BoltTask(TaskBase):
             res.proc_secs += time.perf_counter() - t0
             return
         tuples = tuples_of(batch)
-        for i, t in enumerate(tuples):
-            coll.input_row = i
-            try:
-                execute(t)
-            except Exception as e:  # the input fails; the task goes on
-                rec = ErrorRecord.from_exception(component, task_id, e, t.values)
-                res.errors.append(rec)
-                coll.fail_with_reason(t, FailReason("error", component, task_id, rec.error))
+        if type(self.bolt) is BasicBoltExecutor:
+            self._execute_basic(tuples, res)
+        else:
+            for i, t in enumerate(tuples):
+                coll.input_row = i
+                try:
+                    execute(t)
+                except Exception as e:  # the input fails; the task goes on
+                    self._execute_raised(t, e, res)
         coll.input_row = -1
         res.exec_secs += time.perf_counter() - t0
         res.executed += len(tuples)
         self._flush(batch, tuples, res, wave)
         res.proc_secs += time.perf_counter() - t0
+
+    def _execute_basic(self, tuples: list[Tuple], res: TaskResult) -> None:
+        """BasicBoltExecutor.execute for each tuple, inlined (a BasicBolt's hot path: a call and
+        an `ack` call less per tuple: 250,000 words counted 139 -> 124 ms)."""
+        coll, basic = self.collector, self.bolt
+        execute, bc, acks = basic.basic.execute, basic._bc, coll._acks
+        for i, t in enumerate(tuples):
+            coll.input_row = i
+            bc.input = t
+            try:
+                execute(t, bc)
+            except FailedException as e:
+                if isinstance(e, ReportedFailedException):
+                    coll.report_error(e)
+                coll.fail(t)
+                continue
+            except Exception as e:  # the input fails; the task goes on
+                self._execute_raised(t, e, res)
+                continue
+            if t._done:
+                coll.ack(t)  # says it was acked or failed already
+            else:
+                t._done = 1
+                acks.append(t)
+
+    def _execute_raised(self, t: Tuple, e: Exception, res: TaskResult) -> None:
+        rec = ErrorRecord.from_exception(self.component, self.task_id, e, t.values)
+        res.errors.append(rec)
+        self.collector.fail_with_reason(t, FailReason("error", self.component, self.task_id, rec.error))
 
     @property
     def _rows_hook(self) -> Any:
@@ -228,8 +277,13 @@ class BoltTask(TaskBase):
             self._capture(res, rec.emits)
         if rec.emits:
             ix = index_emits(batch, rec.emits)
-            child_anchors = anchor_children(anchors, len(batch), ix, execute_salt(self.task_id, wave), out_ack)
-            res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix, child_anchors))
+            salt = execute_salt(self.task_id, wave)
+            child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling)
+            children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
+            if child_anchors is not None and self.settling is not None:
+                res.sent.extend(mark_settled(children, self.settle_to, salt, len(res.outputs), self.component,
+                                             self.task_id))
+            res.outputs.extend(children)
         if rec.acks or rec.fails or rec.resets:
             res.acked += len(rec.acks)
             res.failed += len(rec.fails)

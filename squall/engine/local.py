@@ -14,6 +14,7 @@ from squall.engine.task_kinds import bolt_task_class
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
 from squall.reliability.columns import derived_acks
+from squall.reliability.settled import kept_edges
 
 
 class LocalExecutor:
@@ -37,11 +38,14 @@ class LocalExecutor:
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
         inbox: dict[int, list[TupleBatch]] = {}
-        for target, batch in spout_outputs:
-            inbox.setdefault(target, []).append(batch)
+        for target, batch in spout_outputs:  # one marked to settle is seen as it travels: with no edges
+            settles = getattr(batch, "anc_settle", None) is not None
+            inbox.setdefault(target, []).append(copy.copy(batch) if settles else batch)
         out = WaveOutput()
-        roots: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
+        kept = kept_edges(spout_outputs)  # acked by the driver once settled (reliability/settled.py)
+        out.sent.extend(kept.sent)
+        roots: list[np.ndarray] = list(kept.roots)
+        vals: list[np.ndarray] = list(kept.vals)
         for task_id in self._order:
             batches = inbox.pop(task_id, None)
             if not batches:

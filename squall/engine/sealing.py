@@ -121,7 +121,13 @@ def drop_unserializable(batch: TupleBatch, res: TaskResult) -> TupleBatch | None
             res.fail_roots.append(r)
             res.fail_reasons.append(why)
     keep = np.setdiff1d(np.arange(len(batch)), [b[0] for b in bad])
-    return take_rows(batch, keep) if len(keep) else None
+    kept = take_rows(batch, keep) if len(keep) else None
+    settle = getattr(batch, "anc_settle", None)
+    if settle is not None:  # sent with no edges (reliability/settled.py): so many rows less to settle
+        res.sent = [s._replace(rows=len(keep)) if s.batch == settle else s for s in res.sent]
+        if kept is not None:
+            kept.anc_settle = settle
+    return kept
 
 
 def portable_captured(captured: dict[str, list[list]]) -> dict[str, list[list]]:

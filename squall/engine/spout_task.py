@@ -20,6 +20,7 @@ from squall.observe.errors import ErrorRecord
 from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_trees
+from squall.reliability.settled import mark_spout_batches
 
 _EMPTY_U = np.zeros(0, np.uint64)
 
@@ -67,6 +68,7 @@ class SpoutTask(TaskBase):
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
         self._fail_takes_reason = _takes_reason(instance.fail)
         self._acks_in_batches = settles_acks_in_batches(type(instance))
+        self.settle_to = topology.settling_tasks()
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:
         """Tell the spout these trees completed (`ack_batch` once, or `ack` for each); what raised."""
@@ -125,8 +127,10 @@ class SpoutTask(TaskBase):
             streams, values, mids, targets = zip(*emits)
             ix = EmitIndex.of_spout(values, streams, targets)
             trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
-            res.outputs.extend(group_children(self.component, self.task_id, len(self.streams), ix,
-                                              trees.child_anchors))
+            children = group_children(self.component, self.task_id, len(self.streams), ix, trees.child_anchors)
+            if trees.child_anchors is not None:  # edges to settling tasks stay here (reliability/settled.py)
+                mark_spout_batches(children, self.settle_to, int(trees.roots[0]) if len(trees.roots) else 0)
+            res.outputs.extend(children)
             self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
             wave = SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
         columns = self.collector.take_columns()

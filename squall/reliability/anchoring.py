@@ -112,13 +112,15 @@ class Contributions:
 
 
 def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_child: np.ndarray,
-                 exec_key: np.ndarray, ordinal: np.ndarray, target: np.ndarray, out_ack: np.ndarray) -> Contributions:
+                 exec_key: np.ndarray, ordinal: np.ndarray, target: np.ndarray, out_ack: np.ndarray,
+                 settling: np.ndarray | None = None) -> Contributions:
     """Edges for (anchor row, child) pairs of one batch.
 
     pair_row: the anchored input row; pair_child: the child (one per target task) it anchors;
     exec_key/ordinal/target: per pair, the executing input's key, the emit's ordinal within
     that execute, and the child's target task. XORs each edge into `out_ack[row]` and returns
-    the children's contributions for every root of the anchor.
+    the children's contributions for every root of the anchor. A child whose target is in
+    `settling` (sorted task ids: reliability/settled.py) gets no edge (0).
     """
     counts = anchors.counts[pair_row]
     keep = counts > 0  # anchoring to an untracked tuple tracks nothing
@@ -128,6 +130,8 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
     if not len(pair_row):
         return Contributions(_EMPTY_I, _EMPTY_U, _EMPTY_U)
     e = edge_ids(keys[pair_row], exec_key, ordinal, target)
+    if settling is not None and len(settling):
+        e[np.isin(target, settling)] = 0
     xor_at(out_ack, pair_row, e)
     if (counts == 1).all():
         pos = anchors.off[pair_row]

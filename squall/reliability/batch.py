@@ -132,7 +132,8 @@ def _smallest_uint(top: int) -> type:
 
 
 class TupleBatch:
-    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val", "_findex")
+    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val",
+                 "anc_settle", "_findex")
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, values: list,
                  anc_off: np.ndarray | None = None, anc_root: np.ndarray | None = None,
@@ -145,6 +146,7 @@ class TupleBatch:
         self.anc_off = anc_off  # None: no row is tracked
         self.anc_root = anc_root
         self.anc_val = anc_val
+        self.anc_settle: int | None = None  # its id when its target settles it whole (reliability/settled.py)
         self._findex = field_index_of(fields)
 
     def __len__(self) -> int:
@@ -167,14 +169,17 @@ class TupleBatch:
 
     def __getstate__(self) -> tuple:
         return (self.component, self.stream, self.fields, self.source_task, pack_values(self.values, len(self.fields)),
-                pack_offsets(self.anc_off), pack_roots(self.anc_root), self.anc_val)
+                pack_offsets(self.anc_off), pack_roots(self.anc_root),
+                self.anc_val if self.anc_settle is None else None, self.anc_settle)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, values,
-         off, roots, self.anc_val) = state
+         off, roots, self.anc_val, self.anc_settle) = state
         self.values = unpack_values(values)
         self.anc_off = unpack_offsets(off)
         self.anc_root = unpack_roots(roots)
+        if self.anc_settle is not None:  # no edge values travelled: they are all 0
+            self.anc_val = np.zeros(len(self.anc_root), _U64)
         self._findex = field_index_of(self.fields)
 
     def __repr__(self) -> str:

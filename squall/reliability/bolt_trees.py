@@ -56,9 +56,11 @@ def execute_salt(task_id: int, wave: int) -> int:
 
 
 def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
-                    out_ack: np.ndarray) -> Anchors | None:
+                    out_ack: np.ndarray, settling: np.ndarray | None = None) -> Anchors | None:
     """Edges for every anchored child of a batch; returns the children's anchors_to_ids and
-    XORs each edge into `out_ack` (per input row) or into a held anchor's own out value."""
+    XORs each edge into `out_ack` (per input row) or into a held anchor's own out value. A
+    child anchored to this batch's rows and sent to a task in `settling` (sorted ids) gets no
+    edge: that task settles its batch whole (reliability/settled.py)."""
     tracked = anchors is not None and len(anchors.root) > 0
     if not ((tracked and len(ix.pair_emit)) or ix.foreign or ix.held):
         return None
@@ -76,7 +78,7 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
         grp, child_idx = expand(cstart[pe], ccount[pe])
         pj = pe[grp]
         parts.append(anchor_edges(anchors, keys, ix.pair_row[grp], child_idx, exec_key_of_emit[pj],
-                                  ix.ords[pj], ix.child_target[child_idx], out_ack))
+                                  ix.ords[pj], ix.child_target[child_idx], out_ack, settling))
     if ix.foreign:
         parts.append(_held_anchor_edges(ix.foreign, ccount, cstart, ix.child_target, exec_key_of_emit, ix.ords))
     for j, h in ix.held:  # each folded on its own: a window's part is large, its roots few
@@ -177,8 +179,11 @@ def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails:
     ack_rows = [t._i for t in acks if t._b is batch]
     if ack_rows and len(here.root):
         r, v = ack_messages(here, np.array(ack_rows, _I64), out_ack)
-        sink.ack_roots.append(r)
-        sink.ack_vals.append(v)
+        if getattr(batch, "anc_settle", None) is not None:  # no edges: a message only where children were anchored
+            r, v = nonzero_messages(r, v)
+        if len(r):
+            sink.ack_roots.append(r)
+            sink.ack_vals.append(v)
     for t in acks:
         if t._b is not batch:  # held from an earlier batch
             roots, vals = t._b.anchors_of(t._i)
@@ -202,6 +207,12 @@ def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails:
             for r in roots.tolist():
                 sink.fail_roots.append(r)
                 sink.fail_reasons.append(why)
+
+
+def nonzero_messages(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ack messages whose value is not 0 (a 0 changes no tree)."""
+    nz = vals != 0
+    return (roots, vals) if nz.all() else (roots[nz], vals[nz])
 
 
 def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray) -> None:

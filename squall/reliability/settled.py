@@ -14,7 +14,10 @@ gone astray can never let its trees complete.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Container
+from typing import Any, NamedTuple
+
+from squall.reliability.ids import derived_salt
 
 
 class Sent(NamedTuple):
@@ -32,6 +35,49 @@ class Settled(NamedTuple):
 
     batch: int
     rows: int
+
+
+def mark_settled(children: list[tuple[int, Any]], settling: Container[int], salt: int, first: int,
+                 component: str, task: int) -> list[Sent]:
+    """The batches of `children` ((target, batch), the `first`-th of the task's wave on) that go
+    to a task in `settling` with no edge value in any row (all 0): marked with an id (from the
+    task's execute `salt` and the batch's number), and returned as sent."""
+    sent = []
+    for k, (target, b) in enumerate(children):
+        if target in settling and b.anc_off is not None and len(b.anc_root) and not b.anc_val.any():
+            b.anc_settle = derived_salt(salt, first + k, target)
+            sent.append(Sent(b.anc_settle, len(b), component, task, target))
+    return sent
+
+
+class Kept(NamedTuple):
+    """A wave's spout batches sent to settling tasks: their Sent records, and the ack messages
+    (root, edge) the driver gives for them once they are settled (their edges never left it)."""
+
+    sent: list[Sent]
+    roots: list
+    vals: list
+
+
+def kept_edges(outputs: list[tuple[int, Any]]) -> Kept:
+    """What the driver keeps of a wave's spout batches marked to settle (`anc_settle`): the
+    batch pickles without its edge values, the receiver acks nothing of them, and the driver
+    acks the edges it kept when the receiver says it settled the batch."""
+    out = Kept([], [], [])
+    for target, b in outputs:
+        settle = getattr(b, "anc_settle", None)
+        if settle is not None:
+            out.sent.append(Sent(settle, len(b), b.component, b.source_task, target))
+            out.roots.append(b.anc_root)
+            out.vals.append(b.anc_val)
+    return out
+
+
+def mark_spout_batches(children: list[tuple[int, Any]], settling: Container[int], salt: int) -> None:
+    """Mark a spout task's tracked batches to settling tasks (`kept_edges`), ids from `salt`."""
+    for k, (target, b) in enumerate(children):
+        if target in settling and b.anc_off is not None and len(b.anc_root):
+            b.anc_settle = derived_salt(salt, k, target)
 
 
 def unsettled(sent: list[Sent], settled: list[Settled]) -> str | None:

@@ -38,7 +38,7 @@ from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
 from squall.reliability.columns import derived_acks
-from squall.reliability.settled import unsettled
+from squall.reliability.settled import Kept, kept_edges, unsettled
 
 log = logging.getLogger("squall")
 
@@ -133,7 +133,7 @@ class SparkExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
         job = self._pool.submit(self._run_job, outs, wave)
-        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None)
+        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, kept_edges(spout_outputs))
 
     def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
                now: float | None) -> tuple[list[Any], bool]:
@@ -194,7 +194,7 @@ class SparkExecutor:
         because an earlier wave was lost) its output goes and the next wave builds on the last
         good state again. A job that ran but sent a batch nobody settled did not run whole: it
         is dropped so, and raises WaveLost (reliability/settled.py)."""
-        out = None if rows is None else self._output(rows)
+        out = None if rows is None else self._output(rows, job.kept)
         astray = None if out is None else unsettled(out.sent, out.settled)
         if out is None or astray is not None:
             for rdd in job.outs:
@@ -245,9 +245,11 @@ class SparkExecutor:
         rdd.partitioner = shuffled.partitioner
         return rdd
 
-    def _output(self, rows: list[tuple]) -> WaveOutput:
+    def _output(self, rows: list[tuple], kept: Kept | None = None) -> WaveOutput:
         out = WaveOutput()
-        roots, vals = [], []
+        roots, vals = ([], []) if kept is None else (list(kept.roots), list(kept.vals))
+        if kept is not None:
+            out.sent.extend(kept.sent)
         for rec in rows:
             kind = type(rec)
             if kind is Acks:
@@ -289,8 +291,9 @@ class SubmittedWave:
     `drop()` waits for it and throws its result away (an earlier wave was lost)."""
 
     def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None,
-                 checkpointed: int | None = None):
+                 checkpointed: int | None = None, kept: Kept | None = None):
         self.executor = executor
+        self.kept = kept  # its spout batches' edges, acked here once settled (reliability/settled.py)
         self.wave = wave
         self.outs = outs
         self.job = job
