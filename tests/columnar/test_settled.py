@@ -19,6 +19,7 @@ from squall.reliability.columns import derived_acks
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.settled import Sent, Settled, unsettled
+from tests.support.settled_loss import run_dropping_first_settled
 
 from .test_columnar_engines import ColumnSpout, FailOnce
 
@@ -156,28 +157,8 @@ def test_columnar_chain_fails_and_replays_exactly_the_failed_rows(cluster_kwargs
 def test_a_batch_nobody_settled_loses_its_wave(monkeypatch):
     """Were a batch to go astray (a bug), its trees must not complete: the wave is lost, its
     roots fail and replay. Simulated on the local engine by dropping the first wave's Settled."""
-    run = ColumnarBoltTask.run
-    dropped = []
-
-    def lossy(self, inbox, wave, now=None):
-        res = run(self, inbox, wave, now)
-        if self.component == "sink" and not dropped:
-            dropped.extend(res.settled)
-            res.settled = []
-        return res
-
-    monkeypatch.setattr(ColumnarBoltTask, "run", lossy)
     b = TopologyBuilder()
     b.set_spout("s", ColumnSpout(2_000))
     b.set_bolt("work", FailOnce(-1), 1).shuffle_grouping("s")
     b.set_bolt("sink", FailOnce(-1), 1).shuffle_grouping("work")
-    cluster = LocalCluster(simulated_time=True, engine="local")
-    cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 20000},
-                            b.create_topology())
-    with cluster:
-        cluster.wait_idle()
-        spout = cluster.spout_instances("t", "s")[0]
-        assert dropped
-        assert sorted(spout.failed) == list(range(2_000))  # the lost wave's roots, every one
-        assert sorted(spout.acked) == list(range(2_000))  # and their replay
-        assert any("work[" in e.error and "came back settled for 0" in e.error for e in cluster.get_errors("t"))
+    run_dropping_first_settled(monkeypatch, ColumnarBoltTask, "sink", b.create_topology(), 2_000, "work")

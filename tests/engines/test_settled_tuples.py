@@ -16,6 +16,7 @@ from squall.engine.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.settled import kept_edges, unsettled
+from tests.support.settled_loss import run_dropping_first_settled
 
 
 class Sentences(Spout):
@@ -134,24 +135,4 @@ def test_a_spout_batch_nobody_settled_loses_its_wave(monkeypatch):
     """Were a spout's batch to go astray (a bug), its trees must not complete though its edges
     are acked on the driver: the wave is lost and its tuples replay. Simulated on the local
     engine by dropping a split task's first Settled."""
-    run = BoltTask.run
-    dropped = []
-
-    def lossy(self, inbox, wave, now=None):
-        res = run(self, inbox, wave, now)
-        if self.component == "split" and not dropped and res.settled:
-            dropped.extend(res.settled)
-            res.settled = []
-        return res
-
-    monkeypatch.setattr(BoltTask, "run", lossy)
-    cluster = LocalCluster(simulated_time=True, engine="local")
-    cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 5000},
-                            _topology(500))
-    with cluster:
-        cluster.wait_idle()
-        spout = cluster.spout_instances("t", "s")[0]
-        assert dropped
-        assert sorted(spout.failed) == list(range(500))  # the lost wave's tuples, every one
-        assert sorted(spout.acked) == list(range(500))  # and their replay
-        assert any("s[" in e.error and "came back settled for 0" in e.error for e in cluster.get_errors("t"))
+    run_dropping_first_settled(monkeypatch, BoltTask, "split", _topology(500), 500, "s")
