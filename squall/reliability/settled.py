@@ -1,15 +1,17 @@
-"""Batches that settle whole: a columnar bolt task acks or fails every row it is given in the
-wave it gets them, so a batch sent to one needs no edge per row.
+"""Batches that settle whole: a columnar bolt's task and a BasicBolt's ack or fail every input
+in the wave they get it (a BasicBolt when `execute` returns, a columnar bolt when
+`execute_batch` does), so a batch sent to one needs no edge per row.
 
 Storm gives every child an edge id that its sender XORs into the tree and its receiver XORs out
-again; an unacked child leaves its tree unbalanced. Between columnar tasks that costs 8 bytes a
-row at both ends and on the way, to learn what is known already: every row a columnar task gets
-in a wave is acked or failed (explicitly, with its roots) before the wave ends, or the wave is
-lost. So such a batch travels with its roots and no edge values (`ColumnBatch.anc_settle` is its
-id). Its sender records it as `Sent` (id and rows), its receiver says `Settled` (id and rows).
-The executors match them per wave: a batch sent and not settled, row for row, means the wave
-did not run whole, and it is lost (its roots fail or replay as for any lost wave), so a batch
-gone astray can never let its trees complete.
+again; an unacked child leaves its tree unbalanced. Toward a task that settles whole that costs
+8 bytes a row at both ends and on the way, to learn what the wave's end says anyway: every row
+such a task gets is acked or failed (explicitly, with its roots) before the wave ends, or the
+wave is lost. So such a batch travels with its roots and no edge values (`anc_settle` is its
+id): a bolt's edges to it are 0 (`mark_settled`); a spout's stay on the driver, which acks them
+itself once the batch is settled (`kept_edges`). The sender records the batch as `Sent` (id and
+rows), its receiver says `Settled` (id and rows), and the executors match them per wave: a batch
+sent and not settled, row for row, means the wave did not run whole, and it is lost (its roots
+fail or replay as for any lost wave), so a batch gone astray can never let a tree complete.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from squall.reliability.ids import derived_salt
 
 
 class Sent(NamedTuple):
-    """A batch sent to a columnar task with no edge values: its id, rows, and who sent it where."""
+    """A batch sent to a task that settles whole, with no edge values: its id, rows, and who sent it where."""
 
     batch: int
     rows: int
@@ -31,7 +33,7 @@ class Sent(NamedTuple):
 
 
 class Settled(NamedTuple):
-    """A columnar task settled every row of batch `batch` (`rows` of them)."""
+    """A task settled every row of batch `batch` (`rows` of them)."""
 
     batch: int
     rows: int
