@@ -55,7 +55,7 @@ class ColumnBatch:
         # the batch's id when it goes to a columnar task, which settles it whole (reliability/
         # settled.py): its rows carry no edge values (zeros; pickled, none travel)
         self.anc_settle: int | None = None
-        self.parts: list[tuple[int | None, int | None, int]] | None = None  # a concatenation's (row_parts)
+        self.parts: list[tuple[int | None, int]] | None = None  # a concatenation's (row_parts)
         self._values: list | None = None
         self._findex = field_index_of(self.fields)
 
@@ -95,9 +95,9 @@ class ColumnBatch:
         self._values = None
         self._findex = field_index_of(self.fields)
 
-    def row_parts(self) -> list[tuple[int | None, int | None, int]]:
-        """(derive salt, settle id, rows) of each batch this one was concatenated from, in row order."""
-        return self.parts if self.parts is not None else [(self.anc_derive, self.anc_settle, len(self))]
+    def row_parts(self) -> list[tuple[int | None, int]]:
+        """(settle id, rows) of each batch this one was concatenated from, in row order."""
+        return self.parts if self.parts is not None else [(self.anc_settle, len(self))]
 
     def __repr__(self) -> str:
         return f"ColumnBatch({self.component}:{self.stream} from task {self.source_task}, {len(self)} rows)"

@@ -6,7 +6,7 @@ the msg ids themselves."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -78,9 +78,11 @@ class ColumnTrees(NamedTuple):
 
 
 def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[str, list[ColumnRoute]],
-                 roots_for: Callable[[int], np.ndarray], tracking: bool) -> ColumnTrees:
+                 roots_for: Callable[[int], np.ndarray], tracking: bool,
+                 settling: Container[int] = ()) -> ColumnTrees:
     """Output batches, msg ids, roots and init values of a spout task's column emits of a wave
-    (emits: (stream out, RecordBatch, msg id per row or None, SharedRoot or None))."""
+    (emits: (stream out, RecordBatch, msg id per row or None, SharedRoot or None)). A batch to a
+    task in `settling` keeps its edges here (reliability/settled.py: kept_edges)."""
     out = ColumnTrees([], 0, [], [], [], RowRefs())
     task_salt = mix64_int(task_id ^ SPOUT_SALT)
     for so, data, ids, shared in emits:
@@ -105,6 +107,8 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
             out.roots.append(roots)
             out.init_vals.append(trees[1])
         anchors, derive = (trees[0], trees[2]) if trees is not None else (None, None)
-        out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target, anchors, derive))
+        settle = [t for t in derive if t in settling] if derive else ()
+        out.outputs.extend(column_children(component, task_id, so, data, child_row, child_target, anchors, derive,
+                                           settle))
         out = out._replace(rows=out.rows + m)
     return out

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from squall.api.topology import StormTopology
-from squall.columnar.acking import ack_plan, whole_acks
+from squall.columnar.acking import ack_rows
 from squall.columnar.batch import ColumnBatch, as_columns, concat
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.outputs import column_children
@@ -158,8 +158,7 @@ class ColumnarBoltTask(BoltTask):
         if not tracked:
             return
         if n_failed < n:
-            rows, whole = ack_plan(batch, failed, n_failed, out_ack)
-            res.ack_batches.extend(whole_acks(anchors, whole))
+            rows = ack_rows(batch, failed, n_failed, out_ack)
             if rows is None or len(rows):
                 r, v = ack_messages(anchors, rows, out_ack)
                 res.ack_roots.append(r)

@@ -13,7 +13,6 @@ from squall.engine.sealing import seal_outputs
 from squall.engine.task_kinds import bolt_task_class
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
-from squall.reliability.columns import derived_acks
 from squall.reliability.settled import kept_edges
 
 
@@ -55,10 +54,6 @@ class LocalExecutor:
                 inbox.setdefault(target, []).append(b)
             roots.extend(res.ack_roots)
             vals.extend(res.ack_vals)
-            if res.ack_batches:
-                r, v = derived_acks(res.ack_batches)
-                roots.append(r)
-                vals.append(v)
             out.add_result(res)
         if roots:
             out.ack_roots = np.concatenate(roots)

@@ -145,7 +145,8 @@ class SpoutTask(TaskBase):
         if self._column_routes is None:
             self._column_routes = {name: stream_column_routes(self.topology, so, self.task_index)
                                    for name, so in self.streams.items()}
-        got = column_trees(self.component, self.task_id, columns, self._column_routes, roots_for, tracking)
+        got = column_trees(self.component, self.task_id, columns, self._column_routes, roots_for, tracking,
+                           self.settle_to)
         res = wave.result
         res.emitted += got.rows
         res.outputs.extend(got.outputs)

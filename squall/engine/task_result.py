@@ -48,7 +48,6 @@ class TaskResult:
     proc_secs: float = 0.0
     captured: dict[str, list[list]] | None = None
     metrics: dict | None = None  # the task's user metrics of this wave (squall.api.metrics.TaskMetrics.take)
-    ack_batches: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (salt, roots): columnar/acking.py
     sent: list[Sent] = field(default_factory=list)  # batches sent with no edge values (reliability/settled.py)
     settled: list[Settled] = field(default_factory=list)  # such batches this task settled
 

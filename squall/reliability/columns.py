@@ -138,16 +138,6 @@ def _edges_by_target(roots: np.ndarray, child_target: np.ndarray, execute_salt: 
     return e, salts, settle
 
 
-def derived_acks(batches: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The ack messages of derived batches whose every row was acked with nothing more, given
-    as (salt, roots): each row's edge made again from its root and the batch's salt, as its
-    receiver made it (columnar/acking.py)."""
-    if not batches:
-        return np.zeros(0, _U64), np.zeros(0, _U64)
-    return (np.concatenate([r for _, r in batches]),
-            np.concatenate([derived_edge_ids(r, salt) for salt, r in batches]))
-
-
 def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
     """Rows start..end-1 of `anchors` as rows 0..end-start-1."""
     a, b = int(anchors.off[start]), int(anchors.off[end])

@@ -1,6 +1,6 @@
-"""Batches between columnar tasks settle whole (no edge per row), and a spout's derived batch
-acked whole travels back as its salt and roots: the trees still balance row for row, a batch
-gone astray loses its wave, and rows fail and replay exactly on both engines."""
+"""Batches to columnar tasks settle whole (no edge per row; a spout's edges stay on the driver,
+acked there once the batch is settled): the trees still balance row for row, a batch gone
+astray loses its wave, and rows fail and replay exactly on both engines."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from squall import Config, LocalCluster, Spout, TopologyBuilder
 from squall.columnar import ColumnarBolt
 from squall.columnar.task import ColumnarBoltTask
 from squall.engine.spout_task import SpoutTask
-from squall.reliability.columns import derived_acks
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
-from squall.reliability.settled import Sent, Settled, unsettled
+from squall.reliability.settled import Sent, Settled, kept_edges, unsettled
 from tests.support.settled_loss import run_dropping_first_settled
 
 from .test_columnar_engines import ColumnSpout, FailOnce
@@ -64,7 +63,8 @@ class Leaf(ColumnarBolt):
 
 
 def _wave(leaf: Leaf):
-    """One wave of spout -> split -> leaf, task by task, with what each task produced."""
+    """One wave of spout -> split -> leaf, task by task, with what each task produced and what
+    the driver keeps of the spout's batch."""
     sentences = [f"w{i % 7} w{i % 11} w{i % 13}" for i in range(300)]
     b = TopologyBuilder()
     b.set_spout("s", Sentences(sentences))
@@ -78,49 +78,44 @@ def _wave(leaf: Leaf):
     spout.spout.next_tuple()
     sw = spout.end(RootIdGenerator().take, True)
     assert len(res.outputs) == 1
+    kept = kept_edges(res.outputs)
     split = ColumnarBoltTask(topo, "split", 0, conf, Split())
     split_res = split.run([pickle.loads(pickle.dumps(b)) for _, b in res.outputs], 1)
     leaves = {t: ColumnarBoltTask(topo, "leaf", i, conf, leaf) for i, t in enumerate(topo.task_ids["leaf"])}
-    sent = [(t, pickle.dumps(b)) for t, b in split_res.outputs]
-    leaf_res = [leaves[t].run([pickle.loads(blob)], 1) for t, blob in sent]
-    return sw, split_res, sent, leaf_res
+    sent = [(t, pickle.dumps(b)) for t, b in [*res.outputs, *split_res.outputs]]
+    leaf_res = [leaves[t].run([pickle.loads(blob)], 1) for t, blob in sent[1:]]
+    return sw, kept, split_res, sent, leaf_res
 
 
 def test_rows_sent_to_a_columnar_task_travel_without_edges_and_the_trees_balance():
-    sw, split_res, sent, leaf_res = _wave(Leaf())
-    # split -> leaf: no edge values travel (roots only, run-coded), each batch sent once and settled
-    words = sum(len(pickle.loads(blob)) for _, blob in sent)
-    assert words == 900
+    sw, kept, split_res, sent, leaf_res = _wave(Leaf())
+    # spout -> split and split -> leaf: no edge values travel (roots only), each batch settled
+    assert sum(len(pickle.loads(blob)) for _, blob in sent[1:]) == 900
     for _, blob in sent:
         batch = pickle.loads(blob)
         assert batch.anc_settle is not None and not batch.anc_val.any()
         batch.anc_settle = None  # as a batch with edge values: 8 bytes a row more
         assert len(pickle.dumps(batch)) - len(blob) >= 8 * len(batch)
-    assert sorted((s.batch, s.rows) for s in split_res.sent) == \
-        sorted((s.batch, s.rows) for r in leaf_res for s in r.settled)
-    assert unsettled(split_res.sent, [s for r in leaf_res for s in r.settled]) is None
-    # the leaves say nothing per row; the split acks its spout batch whole: (salt, roots)
-    assert all(not r.ack_roots and not r.ack_batches for r in leaf_res)
-    assert not split_res.ack_roots
-    assert len(split_res.ack_batches) == 1 and len(split_res.ack_batches[0][1]) == 300
-    # the acker's values made from (salt, roots) balance the spout's init values: every tree done
-    ledger = XorLedger(1)
-    roots, vals = derived_acks(split_res.ack_batches)
-    done = ledger.apply(sw.roots, sw.init_vals, roots, vals)
+    all_sent = kept.sent + split_res.sent
+    all_settled = split_res.settled + [s for r in leaf_res for s in r.settled]
+    assert sorted((s.batch, s.rows) for s in all_sent) == sorted((s.batch, s.rows) for s in all_settled)
+    assert unsettled(all_sent, all_settled) is None
+    # no task says anything per row: the driver acks the spout's edges it kept, and every tree is done
+    assert all(not r.ack_roots and not r.fail_roots for r in [split_res, *leaf_res])
+    roots, vals = np.concatenate(kept.roots), np.concatenate(kept.vals)
+    done = XorLedger(1).apply(sw.roots, sw.init_vals, roots, vals)
     assert sorted(done.completed.tolist()) == sw.roots.tolist()
-    # a wrong salt would leave every tree pending: the values do depend on it
-    bad_roots, bad_vals = derived_acks([(split_res.ack_batches[0][0] + 1, split_res.ack_batches[0][1])])
-    assert len(XorLedger(1).apply(sw.roots, sw.init_vals, bad_roots, bad_vals).completed) == 0
+    # without the kept edges every tree stays pending: they are what balances them
+    assert len(XorLedger(1).apply(sw.roots, sw.init_vals, roots[:0], vals[:0]).completed) == 0
 
 
 def test_a_failed_row_of_a_settled_batch_fails_exactly_its_root():
-    sw, split_res, sent, leaf_res = _wave(Leaf(bad="w3"))
+    sw, kept, split_res, sent, leaf_res = _wave(Leaf(bad="w3"))
     failed = sorted({r for res in leaf_res for r in res.fail_roots})
     expected = [int(sw.roots[i]) for i in range(300) if 3 in (i % 7, i % 11, i % 13)]
     assert failed == expected
-    ledger = XorLedger(1)
-    roots, vals = derived_acks(split_res.ack_batches)
-    out = ledger.apply(sw.roots, sw.init_vals, roots, vals, np.array(failed, np.uint64))
+    out = XorLedger(1).apply(sw.roots, sw.init_vals, np.concatenate(kept.roots), np.concatenate(kept.vals),
+                             np.array(failed, np.uint64))
     assert sorted(out.failed.tolist()) == expected
     assert sorted(out.completed.tolist()) == sorted(set(sw.roots.tolist()) - set(expected))
 

@@ -31,13 +31,12 @@ from squall.engine.spark import worker
 from squall.engine.spark.checkpoint_files import CheckpointFiles
 from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
-from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, WholeAcks
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
 from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
-from squall.reliability.columns import derived_acks
 from squall.reliability.settled import Kept, kept_edges, unsettled
 
 log = logging.getLogger("squall")
@@ -258,10 +257,6 @@ class SparkExecutor:
             elif kind is Fails:
                 out.fail_roots.extend(rec.roots)
                 out.fail_reasons.extend(rec.reasons)
-            elif kind is WholeAcks:
-                r, v = derived_acks(rec.batches)
-                roots.append(r)
-                vals.append(v)
             elif kind is Settles:
                 out.sent.extend(rec.sent)
                 out.settled.extend(rec.settled)

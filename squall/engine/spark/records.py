@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from squall.engine.task_result import Counters
-from squall.reliability.batch import pack_roots, pack_steps, unpack_roots, unpack_steps
+from squall.reliability.batch import pack_steps, unpack_steps
 
 
 class Inputs(NamedTuple):
@@ -53,21 +53,6 @@ class Acks(NamedTuple):
 
 def _acks(wave: int, roots: Any, xors: np.ndarray) -> Acks:
     return Acks(wave, unpack_steps(roots), xors)
-
-
-class WholeAcks(NamedTuple):
-    """Derived batches acked whole, as (salt, roots): the driver (or acker) makes their ack
-    values (reliability.columns.derived_acks); the roots travel packed."""
-
-    wave: int
-    batches: list
-
-    def __reduce__(self) -> tuple:
-        return _whole_acks, (self.wave, [(salt, pack_roots(roots)) for salt, roots in self.batches])
-
-
-def _whole_acks(wave: int, batches: list) -> WholeAcks:
-    return WholeAcks(wave, [(salt, unpack_roots(roots)) for salt, roots in batches])
 
 
 class Fails(NamedTuple):

@@ -25,12 +25,11 @@ from squall.api.config import Config, component_conf
 from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
 from squall.engine.sealing import portable_captured, seal_outputs
-from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, State, WholeAcks
+from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, State
 from squall.engine.spark.spout_input import Carried, records_for
 from squall.engine.task_kinds import bolt_task_class
 from squall.engine.task_result import TaskResult
 from squall.reliability.anchoring import combine
-from squall.reliability.columns import derived_acks
 
 _U64 = np.uint64
 KEY_BYTES = len(pack_long(0))  # a partition key in a level's keyed output
@@ -230,12 +229,10 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
 
 
 def _reliability_records(wave: int, res: TaskResult) -> list[tuple]:
-    """A task's failures, derived batches acked whole, and batches sent and settled, as records."""
+    """A task's failures, and the batches it sent with no edges and settled, as records."""
     out: list[tuple] = []
     if res.fail_roots:
         out.append(Fails(wave, res.fail_roots, res.fail_reasons))
-    if res.ack_batches:
-        out.append(WholeAcks(wave, res.ack_batches))
     if res.sent or res.settled:
         out.append(Settles(wave, res.sent, res.settled))
     return out
@@ -253,8 +250,6 @@ def to_ackers(ackers: int) -> Any:
     def route(it: Iterable[bytes]) -> Iterator[tuple[int, tuple]]:
         for _, rec in records_of(it):  # a State is none of these kinds: it stays behind
             kind = type(rec)
-            if kind is WholeAcks:  # values made here, by root to their ackers
-                rec, kind = Acks(rec.wave, *derived_acks(rec.batches)), Acks
             if kind is Acks:
                 if ackers == 1:
                     yield 0, rec
