@@ -52,8 +52,9 @@ class ColumnBatch:
         # the salt of derived edge values (reliability/columns.py): pickled, they are left out and
         # made again from the roots (8 bytes a row less to shuffle); None: they travel
         self.anc_derive: int | None = None
-        # the batch's id when it goes to a columnar task, which settles it whole (reliability/
-        # settled.py): its rows carry no edge values (zeros; pickled, none travel)
+        # the batch's id when it goes to a task that settles it whole (reliability/settled.py):
+        # pickled, its edge values do not travel (the receiver sees zeros; a spout's stay on the
+        # driver, which acks them once the batch is settled)
         self.anc_settle: int | None = None
         self.parts: list[tuple[int | None, int]] | None = None  # a concatenation's (row_parts)
         self._values: list | None = None

@@ -98,8 +98,8 @@ def derived_rows(anchors: Anchors, anchor_row: np.ndarray, child_row: np.ndarray
     position in its batch from its salt (`execute_salt` names the task and wave, `emit_seq` the
     emit within them). Returned with the children: each target's salt (the receiver makes the
     edge values again from the roots, so they need not travel) and the targets that settle
-    whole (in `settling`: columnar tasks; their children get no edges, reliability/settled.py,
-    and the salt is their batch's id). The edges are XORed into `out_ack` in row order, where
+    whole (in `settling`: columnar and BasicBolt tasks; their children get no edges,
+    reliability/settled.py, and the salt is their batch's id). The edges are XORed into `out_ack` in row order, where
     the rows of one input sit together (a sentence's words) and fold as runs, not element by
     element (np.bitwise_xor.at)."""
     roots = anchors.root[anchor_row[child_row]]
