@@ -129,15 +129,29 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
             pair_row[keep], pair_child[keep], exec_key[keep], ordinal[keep], target[keep], counts[keep])
     if not len(pair_row):
         return Contributions(_EMPTY_I, _EMPTY_U, _EMPTY_U)
-    e = edge_ids(keys[pair_row], exec_key, ordinal, target)
-    if settling is not None and len(settling):
-        e[np.isin(target, settling)] = 0
-    xor_at(out_ack, pair_row, e)
+    e, live = _edges_but_settling(keys, pair_row, exec_key, ordinal, target, settling)
+    if live is None:
+        xor_at(out_ack, pair_row, e)
+    elif live.any():
+        xor_at(out_ack, pair_row[live], e[live])
     if (counts == 1).all():
         pos = anchors.off[pair_row]
         return Contributions(pair_child, anchors.root[pos], e)
     grp, pos = expand(anchors.off[pair_row], counts)
     return Contributions(pair_child[grp], anchors.root[pos], e[grp])
+
+
+def _edges_but_settling(keys: np.ndarray, pair_row: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray,
+                        target: np.ndarray, settling: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each pair's edge id, 0 for a child to a task in `settling` (none is made for it), and
+    which pairs have one (None: all)."""
+    if settling is None or not len(settling):
+        return edge_ids(keys[pair_row], exec_key, ordinal, target), None
+    live = ~np.isin(target, settling)
+    e = np.zeros(len(pair_row), _U64)
+    if live.any():
+        e[live] = edge_ids(keys[pair_row[live]], exec_key[live], ordinal[live], target[live])
+    return e, live
 
 
 def ack_messages(anchors: Anchors, rows: np.ndarray | None, out_ack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

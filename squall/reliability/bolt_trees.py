@@ -176,14 +176,13 @@ def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails:
             and all(t._b is batch for t in resets):
         return  # nothing here is tracked
     here = Anchors.empty(len(batch)) if anchors is None else anchors
-    ack_rows = [t._i for t in acks if t._b is batch]
-    if ack_rows and len(here.root):
-        r, v = ack_messages(here, np.array(ack_rows, _I64), out_ack)
-        if getattr(batch, "anc_settle", None) is not None:  # no edges: a message only where children were anchored
-            r, v = nonzero_messages(r, v)
-        if len(r):
-            sink.ack_roots.append(r)
-            sink.ack_vals.append(v)
+    ack_rows = np.array([t._i for t in acks if t._b is batch], _I64)
+    if getattr(batch, "anc_settle", None) is not None:  # no edges: a message only where children were anchored
+        ack_rows = ack_rows[out_ack[ack_rows] != 0]
+    if len(ack_rows) and len(here.root):
+        r, v = ack_messages(here, ack_rows, out_ack)
+        sink.ack_roots.append(r)
+        sink.ack_vals.append(v)
     for t in acks:
         if t._b is not batch:  # held from an earlier batch
             roots, vals = t._b.anchors_of(t._i)
@@ -207,12 +206,6 @@ def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails:
             for r in roots.tolist():
                 sink.fail_roots.append(r)
                 sink.fail_reasons.append(why)
-
-
-def nonzero_messages(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ack messages whose value is not 0 (a 0 changes no tree)."""
-    nz = vals != 0
-    return (roots, vals) if nz.all() else (roots[nz], vals[nz])
 
 
 def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray) -> None:
