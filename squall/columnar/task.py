@@ -28,7 +28,7 @@ from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_o
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
 from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
-from squall.reliability.settled import Sent
+from squall.reliability.settled import sent_of
 
 _I64 = np.int64
 _U64 = np.uint64
@@ -149,8 +149,7 @@ class ColumnarBoltTask(BoltTask):
                                        child_anchors, derive, settle)
             res.outputs.extend(children)
             if settle:
-                res.sent.extend(Sent(b.anc_settle, len(b), self.component, self.task_id, t)
-                                for t, b in children if b.anc_settle is not None)
+                res.sent.extend(sent_of(children))
             res.emitted += data.num_rows  # after: the rows emitted before an emit tell it apart (its salt)
         n_failed = int(failed.sum())
         res.acked += n - n_failed

@@ -35,7 +35,7 @@ from squall.reliability.bolt_trees import (
 from squall.reliability.emits import index_emits
 from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
-from squall.reliability.settled import Settled, mark_settled
+from squall.reliability.settled import Settled, mark_settling, sent_of
 
 log = logging.getLogger("squall")
 
@@ -257,8 +257,8 @@ class BoltTask(TaskBase):
             child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling)
             children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
             if child_anchors is not None and self.settling is not None:
-                res.sent.extend(mark_settled(children, self.settle_to, salt, len(res.outputs), self.component,
-                                             self.task_id))
+                mark_settling(children, self.settle_to, salt, len(res.outputs))
+                res.sent.extend(sent_of(children))
             res.outputs.extend(children)
         if rec.acks or rec.fails or rec.resets:
             res.acked += len(rec.acks)

@@ -20,7 +20,7 @@ from squall.observe.errors import ErrorRecord
 from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_trees
-from squall.reliability.settled import mark_spout_batches
+from squall.reliability.settled import mark_settling
 
 _EMPTY_U = np.zeros(0, np.uint64)
 
@@ -129,7 +129,7 @@ class SpoutTask(TaskBase):
             trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
             children = group_children(self.component, self.task_id, len(self.streams), ix, trees.child_anchors)
             if trees.child_anchors is not None:  # edges to settling tasks stay here (reliability/settled.py)
-                mark_spout_batches(children, self.settle_to, int(trees.roots[0]) if len(trees.roots) else 0)
+                mark_settling(children, self.settle_to, int(trees.roots[0]) if len(trees.roots) else 0, kept=True)
             res.outputs.extend(children)
             self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
             wave = SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)

@@ -7,7 +7,7 @@ again; an unacked child leaves its tree unbalanced. Toward a task that settles w
 8 bytes a row at both ends and on the way, to learn what the wave's end says anyway: every row
 such a task gets is acked or failed (explicitly, with its roots) before the wave ends, or the
 wave is lost. So such a batch travels with its roots and no edge values (`anc_settle` is its
-id): a bolt's edges to it are 0 (`mark_settled`); a spout's stay on the driver, which acks them
+id): a bolt's edges to it are 0 (`mark_settling`); a spout's stay on the driver, which acks them
 itself once the batch is settled (`kept_edges`). The sender records the batch as `Sent` (id and
 rows), its receiver says `Settled` (id and rows), and the executors match them per wave: a batch
 sent and not settled, row for row, means the wave did not run whole, and it is lost (its roots
@@ -39,17 +39,21 @@ class Settled(NamedTuple):
     rows: int
 
 
-def mark_settled(children: list[tuple[int, Any]], settling: Container[int], salt: int, first: int,
-                 component: str, task: int) -> list[Sent]:
-    """The batches of `children` ((target, batch), the `first`-th of the task's wave on) that go
-    to a task in `settling` with no edge value in any row (all 0): marked with an id (from the
-    task's execute `salt` and the batch's number), and returned as sent."""
-    sent = []
+def mark_settling(children: list[tuple[int, Any]], settling: Container[int], salt: int, first: int = 0,
+                  kept: bool = False) -> None:
+    """Mark the tracked batches of `children` ((target, batch), the task's `first`-th of the wave
+    on) that go to a task in `settling` with an id (from the task's `salt` and the batch's
+    number). A bolt's only where no row has an edge value (all 0); a spout's (`kept`) whatever
+    its values: the driver keeps them (`kept_edges`)."""
     for k, (target, b) in enumerate(children):
-        if target in settling and b.anc_off is not None and len(b.anc_root) and not b.anc_val.any():
+        if target in settling and b.anc_off is not None and len(b.anc_root) and (kept or not b.anc_val.any()):
             b.anc_settle = derived_salt(salt, first + k, target)
-            sent.append(Sent(b.anc_settle, len(b), component, task, target))
-    return sent
+
+
+def sent_of(children: list[tuple[int, Any]]) -> list[Sent]:
+    """The Sent records of the batches of `children` ((target, batch)) marked to settle."""
+    return [Sent(b.anc_settle, len(b), b.component, b.source_task, target) for target, b in children
+            if getattr(b, "anc_settle", None) is not None]
 
 
 class Kept(NamedTuple):
@@ -65,21 +69,8 @@ def kept_edges(outputs: list[tuple[int, Any]]) -> Kept:
     """What the driver keeps of a wave's spout batches marked to settle (`anc_settle`): the
     batch pickles without its edge values, the receiver acks nothing of them, and the driver
     acks the edges it kept when the receiver says it settled the batch."""
-    out = Kept([], [], [])
-    for target, b in outputs:
-        settle = getattr(b, "anc_settle", None)
-        if settle is not None:
-            out.sent.append(Sent(settle, len(b), b.component, b.source_task, target))
-            out.roots.append(b.anc_root)
-            out.vals.append(b.anc_val)
-    return out
-
-
-def mark_spout_batches(children: list[tuple[int, Any]], settling: Container[int], salt: int) -> None:
-    """Mark a spout task's tracked batches to settling tasks (`kept_edges`), ids from `salt`."""
-    for k, (target, b) in enumerate(children):
-        if target in settling and b.anc_off is not None and len(b.anc_root):
-            b.anc_settle = derived_salt(salt, k, target)
+    marked = [b for _, b in outputs if getattr(b, "anc_settle", None) is not None]
+    return Kept(sent_of(outputs), [b.anc_root for b in marked], [b.anc_val for b in marked])
 
 
 def unsettled(sent: list[Sent], settled: list[Settled]) -> str | None:
