@@ -1,6 +1,6 @@
 """squall: Apache Storm's guaranteed message processing in Python, with Spark as the engine."""
 
-from squall.api.collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from squall.api.collectors import BasicOutputCollector, OutputCollector
 from squall.api.components import (
     BasicBolt,
     Bolt,
@@ -11,6 +11,7 @@ from squall.api.components import (
 )
 from squall.api.config import Config
 from squall.api.context import TopologyContext
+from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.ticks import is_tick
 from squall.api.topology import OutputFieldsDeclarer, StormTopology, TopologyBuilder
 from squall.api.tuple import Tuple

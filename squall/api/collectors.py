@@ -1,5 +1,6 @@
-"""Collectors. During `execute`/`next_tuple` they only validate and record; the engine turns
-the records into ids, anchors and acks for the whole batch at once afterwards."""
+"""A bolt's collectors. During `execute` they only validate and record; the engine turns the
+records into ids, anchors and acks for the whole batch at once afterwards. (The spout's is in
+squall.api.spout_collector; the streams and emit checks both share, in squall.api.streams.)"""
 
 from __future__ import annotations
 
@@ -8,10 +9,22 @@ from typing import Any, NamedTuple
 
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.rebinding import current_collector
+from squall.api.streams import StreamOut, bad_arity, bad_stream, check_values
 from squall.api.tuple import Tuple
-from squall.reliability.roots import SharedRoot
 
-Route = Callable[[Sequence[Any]], list[int]]  # values -> target task ids
+
+class LeanEmits(NamedTuple):
+    """The lean path's record of a batch's emits (each anchored to the input being executed,
+    on a stream with one single-target route): `keys[j] = input row * nbuckets + bucket` of emit
+    j, in emit order, and per bucket (a stream's target task: `buckets[b]` is (stream out,
+    task id)) its values, in emit order: the children already split by destination."""
+
+    keys: list[int]
+    values: list[list]
+    buckets: list[tuple[StreamOut, int]]
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 class Recorded(NamedTuple):
@@ -23,74 +36,22 @@ class Recorded(NamedTuple):
     resets: list[Tuple]
     unrouted: int  # emits on streams nobody subscribes to: counted, not recorded (no child, no edge)
     held: list = []  # stores (squall.reliability.held.HeldStore) whose rows were acked or failed
-
-
-_UNSET = object()
-
-
-class UndeclaredStreamError(ValueError):
-    pass
-
-
-class StreamOut:
-    """One declared output stream of a task: its fields and where its tuples go."""
-
-    __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index",
-                 "unrouted")
-
-    def __init__(self, component: str, stream: str, fields: tuple[str, ...], direct: bool,
-                 routes: list[tuple[str, Route | None]], direct_tasks: set[int], index: int):
-        self.component = component
-        self.stream = stream
-        self.fields = fields
-        self.nfields = len(fields)
-        self.direct = direct
-        self.routes = routes
-        self.direct_tasks = direct_tasks
-        self.index = index
-        self.unrouted = not routes  # nobody subscribes: an emit here makes no child
-        fns = [r for _, r in routes if r is not None]
-        if not fns:
-            self.route = _no_targets
-        elif len(fns) == 1:
-            self.route = fns[0]
-        else:
-            self.route = lambda values: [t for fn in fns for t in fn(values)]
-
-
-def _no_targets(values: Sequence[Any]) -> list[int]:
-    return []
-
-
-def _bad_stream(component: str, stream: str, streams: dict[str, StreamOut]) -> UndeclaredStreamError:
-    return UndeclaredStreamError(
-        f"component {component!r} emitted on stream {stream!r}, which it does not declare; declared streams: "
-        f"{sorted(streams)}. Declare it in declare_output_fields: declarer.declare([...], stream={stream!r})"
-    )
-
-
-def _bad_arity(so: StreamOut, values: Sequence[Any]) -> ValueError:
-    return ValueError(
-        f"component {so.component!r} emitted {len(values)} value(s) {list(values)!r} on stream {so.stream!r}, "
-        f"which declares {so.nfields} field(s) {list(so.fields)}"
-    )
-
-
-def check_values(values: Any, component: str) -> list:
-    if type(values) is list:
-        return values
-    if isinstance(values, (tuple, list)):
-        return list(values)
-    raise TypeError(
-        f"component {component!r} emitted {values!r}: values must be a list (one entry per declared field)"
-    )
+    lean: LeanEmits | None = None  # emits on the lean path (then `emits` is empty)
 
 
 class OutputCollector:
-    """A bolt's collector (Storm's OutputCollector)."""
+    """A bolt's collector (Storm's OutputCollector).
+
+    Two ways to record an emit. The lean path, for the common emit (anchored to the input being
+    executed, on a stream with one route that picks one task, nothing else recorded yet in the
+    batch): an int key and the values appended to the target's bucket, so the children leave
+    already split by destination (`LeanEmits`). Any other emit takes the general path, a record
+    per emit (`Recorded.emits`); the batch's lean records so far become general ones first, so
+    the emit order is kept."""
 
     __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
-                 "input_row", "_runner", "_held")
+                 "input_row", "_runner", "_held", "_lean_keys", "_lean_vals", "_buckets", "_nb", "_batch",
+                 "_tuples")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
@@ -104,6 +65,22 @@ class OutputCollector:
         self.input_row = -1  # set by the task runner: the row of the input being executed, -1 outside
         self._runner = runner
         self._held: list = []
+        self._buckets: list[tuple[StreamOut, int]] = []  # lean bucket -> (stream out, target task id)
+        for so in sorted(streams.values(), key=lambda so: so.index):
+            if so.pick is not None and not record_all:
+                so.bucket = len(self._buckets)
+                self._buckets.extend((so, t) for t in so.pick_tasks)
+        self._nb = len(self._buckets) or 1
+        self._lean_keys: list[int] = []
+        self._lean_vals: list[list] = [[] for _ in self._buckets]
+        self._batch: Any = None  # the batch being executed, and its Tuples (begin_batch)
+        self._tuples: list[Tuple] = []
+
+    def begin_batch(self, batch: Any, tuples: list[Tuple]) -> None:
+        """The runner is about to execute `tuples` (the rows of `batch`): emits anchored to the
+        one being executed may take the lean path."""
+        self._batch = batch
+        self._tuples = tuples
 
     def track_held(self, store: Any) -> None:
         """A store of held rows (squall.reliability.held) had rows acked, failed or dropped:
@@ -113,9 +90,26 @@ class OutputCollector:
 
     def take_recorded(self) -> Recorded:
         """Hand over (and forget) what was recorded: the engine turns it into ids and acks in bulk."""
-        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held)
+        lean = None
+        if self._lean_keys:
+            lean = LeanEmits(self._lean_keys, self._lean_vals, self._buckets)
+            self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
+        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held, lean)
         self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held = [], [], [], [], 0, []
+        self._batch, self._tuples = None, []
         return rec
+
+    def _lean_to_general(self) -> None:
+        """The batch's lean records so far, as general ones (an emit that needs the general path
+        comes next: the emit order is kept)."""
+        keys, vals, nb, tuples = self._lean_keys, self._lean_vals, self._nb, self._tuples
+        nexts = [iter(v).__next__ for v in vals]
+        emits = self._emits
+        for k in keys:
+            row, b = divmod(k, nb)
+            so, task = self._buckets[b]
+            emits.append((so, nexts[b](), tuples[row], [task], row))
+        self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
 
     def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002
         """The engine's fail: an input whose execute raised fails with the error as its reason."""
@@ -135,6 +129,16 @@ class OutputCollector:
         if so.unrouted and not self._record_all:
             self._unrouted += 1
             return []
+        if so.bucket >= 0 and type(anchors) is Tuple and not self._emits:
+            row = anchors._i
+            if row == self.input_row and anchors._b is self._batch:  # the input being executed
+                p = so.pick(values)
+                b = so.bucket + p
+                self._lean_keys.append(row * self._nb + b)
+                self._lean_vals[b].append(values)
+                return [so.pick_tasks[p]]
+        if self._lean_keys:
+            self._lean_to_general()
         targets = so.route(values)
         self._emits.append((so, values, anchors, targets, self.input_row))
         return targets
@@ -142,10 +146,10 @@ class OutputCollector:
     def _check(self, so: StreamOut | None, values: Any, stream: str) -> list:
         """The slow path of emit: say precisely what is wrong, or normalize the values."""
         if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
+            raise bad_stream(self._component, stream, self._streams)
         values = check_values(values, self._component)
         if len(values) != so.nfields:
-            raise _bad_arity(so, values)
+            raise bad_arity(so, values)
         if so.direct:
             raise ValueError(
                 f"component {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
@@ -156,10 +160,10 @@ class OutputCollector:
                     stream: str = "default") -> None:
         so = self._streams.get(stream)
         if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
+            raise bad_stream(self._component, stream, self._streams)
         values = check_values(values, self._component)
         if len(values) != so.nfields:
-            raise _bad_arity(so, values)
+            raise bad_arity(so, values)
         if not so.direct:
             raise ValueError(
                 f"component {self._component!r}: emit_direct on stream {stream!r}, which is not declared direct "
@@ -172,6 +176,8 @@ class OutputCollector:
             )
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
+        if self._lean_keys:
+            self._lean_to_general()
         self._emits.append((so, values, anchors, [task], self.input_row))
 
     def ack(self, tuple: Tuple) -> None:  # noqa: A002
@@ -209,7 +215,22 @@ class BasicOutputCollector:
         self.input: Tuple | None = None
 
     def emit(self, values: list, stream: str = "default") -> list[int]:
-        return self._out.emit(values, self.input, stream)
+        # OutputCollector.emit's lean path and its emits nobody receives, inline: one call less
+        out = self._out
+        so = out._streams.get(stream)
+        if so is not None and type(values) is list and len(values) == so.nfields:
+            t = self.input
+            if so.bucket >= 0:
+                if not out._emits and not t._done and t._b is out._batch and t._i == out.input_row:
+                    p = so.pick(values)
+                    b = so.bucket + p
+                    out._lean_keys.append(t._i * out._nb + b)
+                    out._lean_vals[b].append(values)
+                    return [so.pick_tasks[p]]
+            elif so.unrouted and not out._record_all and not so.direct and not t._done:
+                out._unrouted += 1
+                return []
+        return out.emit(values, self.input, stream)
 
     def emit_direct(self, task: int, values: list, stream: str = "default") -> None:
         self._out.emit_direct(task, values, self.input, stream)
@@ -260,6 +281,7 @@ class BasicBoltExecutor:
             else:
                 t._done = 1
                 acks.append(t)
+        bc.input = None  # not the last input: it would keep its whole batch alive between waves
 
     def cleanup(self) -> None:
         self.basic.cleanup()
@@ -267,126 +289,3 @@ class BasicBoltExecutor:
 
 def _reraise(_tuple: Tuple, e: Exception) -> None:
     raise e
-
-
-class SpoutOutputCollector:
-    """A spout's collector (Storm's SpoutOutputCollector)."""
-
-    __slots__ = ("_component", "_streams", "_emits", "_runner", "_columns", "_column_rows")
-
-    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
-        self._component = component
-        self._streams = streams
-        self._emits: list[tuple] = []  # (stream out, values, msg id, targets)
-        self._runner = runner
-        self._columns: list[tuple] = []  # (stream out, RecordBatch, msg ids per row or None, one msg id or None)
-        self._column_rows = 0
-
-    @property
-    def recorded_count(self) -> int:
-        """Emits (rows) recorded since they were last taken (the coordinator's per-wave budget counts them)."""
-        return len(self._emits) + self._column_rows
-
-    def take_columns(self) -> list[tuple]:
-        """Hand over (and forget) the recorded column emits (squall.columnar.spout turns them into trees)."""
-        cols, self._columns, self._column_rows = self._columns, [], 0
-        return cols
-
-    def take_recorded(self) -> list[tuple]:
-        """Hand over (and forget) the recorded emits: (stream out, values, msg id, targets)."""
-        emits, self._emits = self._emits, []
-        return emits
-
-    def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
-        so = self._streams.get(stream)
-        if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
-        if type(values) is not list:
-            values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise _bad_arity(so, values)
-        if so.direct:
-            raise ValueError(
-                f"spout {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
-            )
-        targets = so.route(values)
-        self._emits.append((so, values, msg_id, targets))
-        return targets
-
-    def emit_direct(self, task: int, values: list, msg_id: Any = None, stream: str = "default") -> None:
-        so = self._streams.get(stream)
-        if so is None:
-            raise _bad_stream(self._component, stream, self._streams)
-        values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise _bad_arity(so, values)
-        if not so.direct or task not in so.direct_tasks:
-            raise ValueError(
-                f"spout {self._component!r}: emit_direct(task={task}) on stream {stream!r} needs a direct stream "
-                f"with a direct subscriber on that task; subscribed tasks: {sorted(so.direct_tasks)}"
-            )
-        self._emits.append((so, values, msg_id, [task]))
-
-    def emit_batch(self, data: Any, *args: Any, msg_id: Any = _UNSET, msg_ids: Any = None,
-                   stream: str = "default") -> None:
-        """Emit many tuples at once, in one of two forms:
-
-        - `emit_batch(rows, msg_id, stream="default")`: rows (lists of values) as ONE tree:
-          `ack(msg_id)` once all are processed, `fail` if any fails (Trident emits this way);
-        - `emit_batch(columns, msg_ids=None, stream="default")`: columns (a pyarrow.RecordBatch,
-          Table or dict of arrays) with one tracked tuple per row when `msg_ids` is given
-          (`msg_ids[i]` for row i), untracked otherwise; no Python object is made per row.
-        Either form takes `msg_id=` (one tree for all rows) or `msg_ids=` (one per row), not both.
-        """
-        columnar = isinstance(data, dict) or hasattr(data, "num_rows")
-        if len(args) > 2:
-            raise TypeError(f"spout {self._component!r}: emit_batch takes (data, msg_id(s), stream), got "
-                            f"{len(args) + 1} positional arguments")
-        if len(args) == 2:
-            stream = args[1]
-        if args:
-            if columnar:
-                if msg_ids is not None:
-                    raise TypeError(f"spout {self._component!r}: emit_batch got msg_ids twice")
-                msg_ids = args[0]
-            else:
-                if msg_id is not _UNSET:
-                    raise TypeError(f"spout {self._component!r}: emit_batch got msg_id twice")
-                msg_id = args[0]
-        if msg_id is not _UNSET and msg_ids is not None:
-            raise ValueError(f"spout {self._component!r}: emit_batch got both msg_id (one tree for all rows) and "
-                             "msg_ids (one tree per row); give one of them")
-        if columnar:
-            self._emit_columns(data, msg_id, msg_ids, stream)
-        elif msg_ids is not None:
-            ids = list(msg_ids)
-            if len(ids) != len(data):
-                raise ValueError(f"spout {self._component!r}: emit_batch got {len(ids)} msg_ids for {len(data)} rows")
-            for values, m in zip(data, ids):
-                self.emit(values, msg_id=m, stream=stream)
-        else:
-            if msg_id is _UNSET:
-                raise TypeError(f"spout {self._component!r}: emit_batch(rows, msg_id) needs msg_id (one tree for "
-                                "all rows) or msg_ids= (one per row)")
-            shared = SharedRoot(msg_id)
-            for values in data:
-                self.emit(values, msg_id=shared, stream=stream)
-
-    def _emit_columns(self, data: Any, msg_id: Any, msg_ids: Any, stream: str) -> None:
-        from squall.columnar.arrow import declared_columns  # noqa: PLC0415 - pyarrow only when columns are emitted
-
-        so, batch = declared_columns(self._streams, self._component, stream, data,
-                                     f"spout {self._component!r}: emit_batch of columns on direct stream {stream!r} "
-                                     "is not supported; emit_direct(task, values, msg_id) each row")
-        ids = None
-        if msg_ids is not None:
-            ids = msg_ids.to_pylist() if hasattr(msg_ids, "to_pylist") else \
-                msg_ids.tolist() if hasattr(msg_ids, "tolist") else list(msg_ids)
-            if len(ids) != batch.num_rows:
-                raise ValueError(f"spout {self._component!r}: emit_batch got {len(ids)} msg_ids for "
-                                 f"{batch.num_rows} rows; give one msg id per row")
-        self._columns.append((so, batch, ids, None if msg_id is _UNSET or msg_id is None else SharedRoot(msg_id)))
-        self._column_rows += batch.num_rows
-
-    def report_error(self, error: BaseException | str) -> None:
-        self._runner.report_error(error)

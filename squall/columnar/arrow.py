@@ -69,11 +69,11 @@ def declared_columns(streams: dict, component: str, stream: str, columns: Any,
                      if_direct: str | None = None) -> tuple[Any, pa.RecordBatch]:
     """(the stream's StreamOut, the columns as its declared fields) for an emit of columns;
     `if_direct`: the error to raise when the stream is declared direct."""
-    from squall.api.collectors import _bad_stream  # noqa: PLC0415
+    from squall.api.streams import bad_stream  # noqa: PLC0415
 
     so = streams.get(stream)
     if so is None:
-        raise _bad_stream(component, stream, streams)
+        raise bad_stream(component, stream, streams)
     if so.direct and if_direct:
         raise ValueError(if_direct)
     return so, to_declared(columns, so.fields, component, stream)

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from squall.api.collectors import StreamOut
+from squall.api.streams import StreamOut
 from squall.columnar.arrow import declared_columns
 
 _I64 = np.int64

@@ -6,7 +6,7 @@ from collections.abc import Container
 
 import numpy as np
 
-from squall.api.collectors import StreamOut
+from squall.api.streams import StreamOut
 from squall.columnar.arrow import take
 from squall.columnar.batch import ColumnBatch
 from squall.reliability.anchoring import Anchors

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from squall.api.collectors import StreamOut
+from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
 from squall.columnar.hashing import fields_hashes
 from squall.engine.routing import ShuffleCounter

@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.collectors import BasicBoltExecutor, OutputCollector, Recorded
+from squall.api.collectors import BasicBoltExecutor, LeanEmits, OutputCollector, Recorded
 from squall.api.components import BasicBolt, Bolt
 from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple, tuples_of
 from squall.engine.gc_tuning import gc_paused
-from squall.engine.outputs import group_children
+from squall.engine.outputs import bucket_children, group_children
 from squall.engine.routing import ShuffleCounter
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
@@ -26,13 +26,14 @@ from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
 from squall.reliability.bolt_trees import (
     anchor_children,
+    anchor_own_rows,
     batch_anchors,
     execute_salt,
     hold_pending,
     settle_held,
     settle_inputs,
 )
-from squall.reliability.emits import index_emits
+from squall.reliability.emits import emit_ordinals, index_emits
 from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Settled, mark_settling, sent_of
@@ -53,6 +54,7 @@ class BoltTask(TaskBase):
         self.prepared = False
         self.settle_to = topology.settling_tasks()  # batches to them travel with no edges (reliability/settled.py)
         self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
+        self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
 
     @property
     def settles_whole(self) -> bool:
@@ -207,6 +209,7 @@ class BoltTask(TaskBase):
             res.proc_secs += time.perf_counter() - t0
             return
         tuples = tuples_of(batch)
+        coll.begin_batch(batch, tuples)
         if type(self.bolt) is BasicBoltExecutor:
             self.bolt.execute_all(tuples, lambda t, e: self._execute_raised(t, e, res))
         else:
@@ -248,14 +251,17 @@ class BoltTask(TaskBase):
         rec = self.collector.take_recorded()
         anchors = batch_anchors(batch)
         out_ack = np.zeros(len(batch), np.uint64)
-        res.emitted += len(rec.emits) + rec.unrouted
+        res.emitted += len(rec.emits) + rec.unrouted + (len(rec.lean) if rec.lean is not None else 0)
         if res.captured is not None:
             self._capture(res, rec.emits)
-        if rec.emits:
-            ix = index_emits(batch, rec.emits)
+        if rec.emits or rec.lean is not None:
             salt = execute_salt(self.task_id, wave)
-            child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling)
-            children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
+            if rec.lean is not None:
+                children, child_anchors = self._lean_children(rec.lean, anchors, salt, out_ack)
+            else:
+                ix = index_emits(batch, rec.emits)
+                child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling)
+                children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
             if child_anchors is not None and self.settling is not None:
                 mark_settling(children, self.settle_to, salt, len(res.outputs))
                 res.sent.extend(sent_of(children))
@@ -272,6 +278,19 @@ class BoltTask(TaskBase):
             self._log(rec)
         if anchors is not None and len(anchors.root):
             hold_pending(tuples, batch, out_ack)
+
+    def _lean_children(self, lean: LeanEmits, anchors: Any, salt: int,
+                       out_ack: np.ndarray) -> tuple[list[tuple[int, TupleBatch]], Any]:
+        """The children of the lean path's emits (each anchored to the input that emitted it,
+        already split by destination), and their anchors_to_ids (None: none tracked)."""
+        if anchors is None or not len(anchors.root):
+            return bucket_children(self.component, self.task_id, lean, None, None), None
+        rows, bucket = np.divmod(np.array(lean.keys, np.int64), len(lean.buckets))
+        if self._bucket_tasks is None:
+            self._bucket_tasks = np.array([t for _, t in lean.buckets], np.int64)
+        child_anchors = anchor_own_rows(anchors, rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
+                                        out_ack, self.settling)
+        return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:
         for so, values, _anc, targets, _row in rec.emits:

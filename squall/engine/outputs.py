@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from squall.api.collectors import StreamOut
+from squall.api.collectors import LeanEmits
+from squall.api.streams import StreamOut
 from squall.reliability.anchoring import Anchors, expand
-from squall.reliability.batch import TupleBatch
+from squall.reliability.batch import TupleBatch, is_one_each, one_each
 from squall.reliability.emits import EmitIndex
 
 _I64 = np.int64
@@ -45,11 +46,47 @@ def group_children(component: str, task_id: int, n_streams: int, ix: EmitIndex,
         rows = list(ix.values) if values is None else values[idx].tolist()
         batch = TupleBatch(component, so.stream, so.fields, task_id, rows)
         if tracked:
-            counts = anchors.counts[idx]
-            if counts.any():
-                _, pos = expand(anchors.off[idx], counts)
-                batch.anc_off = np.zeros(len(idx) + 1, _I64)
-                np.cumsum(counts, out=batch.anc_off[1:])
-                batch.anc_root, batch.anc_val = anchors.root[pos], anchors.val[pos]
+            _give_anchors(batch, anchors, idx)
         out.append((int(ct[first]), batch))
+    return out
+
+
+def _give_anchors(batch: TupleBatch, anchors: Anchors, idx: np.ndarray | None) -> None:
+    """`batch` (children `idx` of `anchors`; None: all of them, in order) gets their anchors_to_ids."""
+    if idx is None and len(anchors.root) == len(batch) and is_one_each(anchors.off):
+        batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(batch)), anchors.root, anchors.val
+        return
+    if idx is None:
+        idx = np.arange(len(batch))
+    counts = anchors.counts[idx]
+    if counts.any():
+        _, pos = expand(anchors.off[idx], counts)
+        batch.anc_off = np.zeros(len(idx) + 1, _I64)
+        np.cumsum(counts, out=batch.anc_off[1:])
+        batch.anc_root, batch.anc_val = anchors.root[pos], anchors.val[pos]
+
+
+def bucket_children(component: str, task_id: int, lean: LeanEmits, bucket: np.ndarray | None,
+                    anchors: Anchors | None) -> list[tuple[int, TupleBatch]]:
+    """(target task, batch) for every bucket of lean emits (squall.api.collectors.LeanEmits:
+    the children already split by destination, in emit order); `bucket[j]` is emit j's bucket,
+    `anchors` the children's anchors_to_ids in emit order (None: none tracked, and `bucket` may
+    be None)."""
+    # in group_children's order (by target task, then stream), so both paths number them alike
+    present = sorted((b for b, v in enumerate(lean.values) if v),
+                     key=lambda b: (lean.buckets[b][1], lean.buckets[b][0].index))
+    tracked = anchors is not None and len(anchors.root) > 0
+    order = starts = None
+    if tracked and len(present) > 1:
+        order = np.argsort(bucket, kind="stable")
+        counts = np.bincount(bucket, minlength=len(lean.values))
+        starts = np.cumsum(counts) - counts
+    out: list[tuple[int, TupleBatch]] = []
+    for b in present:
+        so, target = lean.buckets[b]
+        values = lean.values[b]
+        batch = TupleBatch(component, so.stream, so.fields, task_id, values)
+        if tracked:
+            _give_anchors(batch, anchors, None if order is None else order[starts[b]:starts[b] + len(values)])
+        out.append((target, batch))
     return out

@@ -13,6 +13,7 @@ from typing import Any
 from squall.api.topology import Grouping, StormTopology
 
 Route = Callable[[Sequence[Any]], list[int]]
+Pick = Callable[[Sequence[Any]], int]  # values -> the position of the one target task in `route.tasks`
 ROUTE_CACHE_SIZE = 1 << 16
 
 
@@ -55,6 +56,20 @@ class ShuffleCounter:
         self.i = (i + 1) % len(self.tasks)
         return [self.tasks[i]]
 
+    def pick(self, values: Sequence[Any]) -> int:
+        """The next target's position (the same sequence as calling the counter)."""
+        i = self.i
+        self.i = (i + 1) % len(self.tasks)
+        return i
+
+
+def _one_target(route: Route, tasks: list[int], pick: Pick) -> Route:
+    """Give a route that always sends to exactly one task its `pick` (the position of that task
+    in `tasks`): what the lean emit path (squall.api.collectors) records instead of a list."""
+    route.pick = pick  # type: ignore[attr-defined]
+    route.tasks = tasks  # type: ignore[attr-defined]
+    return route
+
 
 def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequence[str],
                producer_index: int) -> Route | None:
@@ -66,11 +81,11 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
     if kind == "local_or_shuffle":
         if producer_index < n:
             same = [target_tasks[producer_index]]
-            return lambda values: list(same)
+            return _one_target(lambda values: list(same), target_tasks, lambda values: producer_index)
         return ShuffleCounter(target_tasks, producer_index)
     if kind == "global":
         low = [target_tasks[0]]
-        return lambda values: list(low)
+        return _one_target(lambda values: list(low), target_tasks, lambda values: 0)
     if kind == "all":
         return lambda values: list(target_tasks)
     if kind == "fields":
@@ -78,21 +93,25 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
         if len(idx) == 1:
             i0 = idx[0]
 
-            cache: dict[str, int] = {}  # field values repeat (words, keys): hash each once
+            cache: dict[str, int] = {}  # field values repeat (words, keys): hash each once (a position)
 
-            def route_one(values: Sequence[Any]) -> list[int]:
+            def pick_one(values: Sequence[Any]) -> int:
                 v = values[i0]
                 if type(v) is str:
-                    t = cache.get(v)
-                    if t is None:
-                        t = target_tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]
+                    p = cache.get(v)
+                    if p is None:
+                        p = zlib.crc32(v.encode("utf-8", "surrogatepass")) % n
                         if len(cache) < ROUTE_CACHE_SIZE:
-                            cache[v] = t
-                    return [t]
-                return [target_tasks[stable_hash(v) % n]]
+                            cache[v] = p
+                    return p
+                return stable_hash(v) % n
 
-            return route_one
-        return lambda values: [target_tasks[fields_hash(values, idx) % n]]
+            def route_one(values: Sequence[Any]) -> list[int]:
+                return [target_tasks[pick_one(values)]]
+
+            return _one_target(route_one, target_tasks, pick_one)
+        return _one_target(lambda values: [target_tasks[fields_hash(values, idx) % n]], target_tasks,
+                           lambda values: fields_hash(values, idx) % n)
     if kind == "direct":
         return None
     raise ValueError(f"unknown grouping {kind!r}")

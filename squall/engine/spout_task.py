@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from squall.api.collectors import SpoutOutputCollector
 from squall.api.components import Spout
+from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.topology import StormTopology
 from squall.engine.outputs import group_children
 from squall.engine.sealing import crosses, describe, unserializable_rows

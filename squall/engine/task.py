@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from squall.api.collectors import StreamOut
 from squall.api.context import TopologyContext
+from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
 from squall.engine.routing import stream_routes
 from squall.engine.task_result import TaskResult

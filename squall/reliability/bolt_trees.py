@@ -99,6 +99,19 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
     return contrib.merged(nc)
 
 
+def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
+                    out_ack: np.ndarray, settling: np.ndarray | None = None) -> Anchors | None:
+    """`anchor_children` for children each anchored to the input that emitted it (the lean
+    path's emits: squall.api.collectors.LeanEmits), one child per emit, in emit order: `rows`,
+    `ords` and `targets` are per child its input row, its ordinal within that input's execute
+    and its task. The same edges as `anchor_children` makes for the same emits."""
+    if anchors is None or not len(anchors.root):
+        return None
+    keys = keys_of(anchors, salt)
+    contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack, settling)
+    return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
+
+
 def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
                        ct: np.ndarray, exec_key: np.ndarray, ords: np.ndarray) -> Contributions:
     """Edges for anchors received in an earlier batch or wave (held tuples): one Python step per

@@ -63,16 +63,23 @@ def children_of(targets: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(np.arange(ne), tlens), np.fromiter(chain.from_iterable(targets), _I64, int(tlens.sum()))
 
 
+def emit_ordinals(rows: np.ndarray) -> np.ndarray:
+    """Each emit's ordinal within its input's execute: its place in the run of equal rows
+    (the executing input) it belongs to (emits of an input are consecutive)."""
+    ne = len(rows)
+    change = np.ones(ne, bool)
+    np.not_equal(rows[1:], rows[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    return np.arange(ne) - np.repeat(starts, np.diff(np.append(starts, ne)))
+
+
 def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     """Index a bolt batch's emits, (stream out, values, anchors, targets, input row) each."""
     ne = len(emits)
     # one C-level map per column: a third of zip(*emits)'s time on 80,000 emits
     streams, values, ancs, targets = (list(map(g, emits)) for g in _COLUMNS)
     rows_a = np.fromiter(map(_row, emits), _I64, ne)
-    change = np.ones(ne, bool)
-    np.not_equal(rows_a[1:], rows_a[:-1], out=change[1:])
-    starts = np.flatnonzero(change)
-    ords = np.arange(ne) - np.repeat(starts, np.diff(np.append(starts, ne)))
+    ords = emit_ordinals(rows_a)
     child_emit, child_target = children_of(targets)
     pair_emit: list[int] | np.ndarray = []
     pair_row: list[int] | np.ndarray = []

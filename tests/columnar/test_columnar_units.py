@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from squall.api.collectors import SpoutOutputCollector, StreamOut
+from squall.api.spout_collector import SpoutOutputCollector
+from squall.api.streams import StreamOut
 from squall.api.topology import Grouping
 from squall.columnar.batch import ColumnBatch
 from squall.columnar.collector import ColumnarCollector

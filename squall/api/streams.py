@@ -1,0 +1,72 @@
+"""A task's declared output streams (`StreamOut`: fields and routes) and the checks every
+collector makes of an emit: the stream is declared, the values are a list of the right length."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Route = Callable[[Sequence[Any]], list[int]]  # values -> target task ids
+
+
+class UndeclaredStreamError(ValueError):
+    pass
+
+
+class StreamOut:
+    """One declared output stream of a task: its fields and where its tuples go."""
+
+    __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index",
+                 "unrouted", "pick", "pick_tasks", "bucket")
+
+    def __init__(self, component: str, stream: str, fields: tuple[str, ...], direct: bool,
+                 routes: list[tuple[str, Route | None]], direct_tasks: set[int], index: int):
+        self.component = component
+        self.stream = stream
+        self.fields = fields
+        self.nfields = len(fields)
+        self.direct = direct
+        self.routes = routes
+        self.direct_tasks = direct_tasks
+        self.index = index
+        self.unrouted = not routes  # nobody subscribes: an emit here makes no child
+        fns = [r for _, r in routes if r is not None]
+        if not fns:
+            self.route = _no_targets
+        elif len(fns) == 1:
+            self.route = fns[0]
+        else:
+            self.route = lambda values: [t for fn in fns for t in fn(values)]
+        # one subscriber whose route always picks one task: emits here may take the lean path
+        one = fns[0] if len(routes) == 1 and len(fns) == 1 else None
+        self.pick = getattr(one, "pick", None)  # values -> position in pick_tasks
+        self.pick_tasks: list[int] = list(getattr(one, "tasks", None) or ()) if self.pick is not None else []
+        self.bucket = -1  # the first lean bucket of this stream (its collector numbers them)
+
+
+def _no_targets(values: Sequence[Any]) -> list[int]:
+    return []
+
+
+def bad_stream(component: str, stream: str, streams: dict[str, StreamOut]) -> UndeclaredStreamError:
+    return UndeclaredStreamError(
+        f"component {component!r} emitted on stream {stream!r}, which it does not declare; declared streams: "
+        f"{sorted(streams)}. Declare it in declare_output_fields: declarer.declare([...], stream={stream!r})"
+    )
+
+
+def bad_arity(so: StreamOut, values: Sequence[Any]) -> ValueError:
+    return ValueError(
+        f"component {so.component!r} emitted {len(values)} value(s) {list(values)!r} on stream {so.stream!r}, "
+        f"which declares {so.nfields} field(s) {list(so.fields)}"
+    )
+
+
+def check_values(values: Any, component: str) -> list:
+    if type(values) is list:
+        return values
+    if isinstance(values, (tuple, list)):
+        return list(values)
+    raise TypeError(
+        f"component {component!r} emitted {values!r}: values must be a list (one entry per declared field)"
+    )

@@ -1,0 +1,190 @@
+"""The lean emit path (squall.api.collectors.LeanEmits): an emit anchored to the input being
+executed, on a stream with one single-target route, is recorded as an int key and its values
+in the target's bucket. Its children must be exactly what the general path makes for the same
+emits: the same values per target, in the same order, the same edge ids, out-ack values and
+ack messages. Checked task by task against the same task with the lean path turned off."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from squall import BasicBolt, Bolt, Config, OutputCollector, Spout, TopologyBuilder
+from squall.engine.bolt_task import BoltTask
+from squall.reliability.batch import TupleBatch
+
+N = 300
+
+
+class Src(Spout):  # its batches are made by hand here: only its declared fields matter
+    def declare_output_fields(self, d):
+        d.declare(["tid", "text"])
+
+
+class Mixed(Bolt):
+    """Per input, by a hash of its id: lean emits (anchored to the input, on the fields-grouped
+    and the global stream), emits the general path takes (unanchored, anchored twice, anchored
+    to an earlier input of the batch), then ack, fail or neither."""
+
+    def prepare(self, conf, ctx, c):
+        self.c, self.earlier = c, None
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+        d.declare(["tid", "n"], stream="totals")
+
+    def execute(self, t):
+        tid = t["tid"]
+        h = zlib.crc32(str(tid).encode())
+        for k, w in enumerate(t["text"].split()):
+            how = (h >> k) % 9
+            if how == 0:
+                self.c.emit([w])  # unanchored
+            elif how == 1:
+                self.c.emit([w], anchors=[t, t])  # anchored twice: once, as Storm XORs
+            elif how == 2 and self.earlier is not None and not self.earlier._done:
+                self.c.emit([w], anchors=self.earlier)  # another input of the batch
+            else:
+                self.c.emit([w], anchors=t)
+        self.c.emit([tid, len(t["text"])], anchors=t, stream="totals")
+        fate = h % 7
+        if fate < 5:
+            self.c.ack(t)
+        elif fate == 5:
+            self.c.fail(t)
+        else:
+            self.earlier = t  # held: acked in a later batch, or never
+
+
+class LeanOnly(BasicBolt):
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+        d.declare(["tid", "n"], stream="totals")
+
+    def execute(self, t, c):
+        for w in t["text"].split():
+            c.emit([w])
+        c.emit([t["tid"], len(t["text"])], stream="totals")
+
+
+class Sink(BasicBolt):
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t, c):
+        pass
+
+
+class KeepAll(Bolt):  # holds its inputs: a bolt that does not settle whole
+    def prepare(self, conf, ctx, c):
+        self.c = c
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        pass
+
+
+def _topology(bolt, sink):
+    b = TopologyBuilder()
+    b.set_spout("src", Src(), 1)
+    b.set_bolt("work", bolt, 2).shuffle_grouping("src")
+    b.set_bolt("words", sink, 3).fields_grouping("work", ["word"])
+    b.set_bolt("totals", KeepAll(), 2).global_grouping("work", "totals")
+    return b.create_topology()
+
+
+def _batch(seed, tracked=True):
+    rng = np.random.default_rng(seed)
+    words = ["storm", "spark", "tuple", "bolt", "wave", "tree", "acker"]
+    values = [[i, " ".join(rng.choice(words, size=int(rng.integers(0, 6))))] for i in range(N)]
+    b = TupleBatch("src", "default", ("tid", "text"), 0, values)
+    if tracked:
+        nroots = rng.integers(1, 3, size=N)  # one or two roots a row
+        b.anc_off = np.zeros(N + 1, np.int64)
+        np.cumsum(nroots, out=b.anc_off[1:])
+        b.anc_root = rng.integers(1, 1 << 62, size=int(nroots.sum()), dtype=np.int64).astype(np.uint64)
+        b.anc_val = rng.integers(1, 1 << 62, size=int(nroots.sum()), dtype=np.int64).astype(np.uint64)
+    return b
+
+
+def _run(bolt_cls, sink_cls, lean: bool, batches, conf=None):
+    topo = _topology(bolt_cls(), sink_cls())
+    task = BoltTask(topo, "work", 1, Config(conf or {}), bolt_cls())
+    if not lean:
+        for so in task.streams.values():
+            so.bucket = -1
+    results = [task.run([b], wave=7 + k) for k, b in enumerate(batches)]
+    return task, results
+
+
+def _children(res):
+    out = []
+    for target, b in res.outputs:
+        anc = None if b.anc_off is None else (b.anc_off.tolist(), b.anc_root.tolist(), b.anc_val.tolist())
+        out.append((target, b.stream, [list(v) for v in b.values], anc, b.anc_settle))
+    return sorted(out, key=lambda c: (c[0], c[1]))
+
+
+def _acks(res):
+    roots = np.concatenate(res.ack_roots) if res.ack_roots else np.zeros(0, np.uint64)
+    vals = np.concatenate(res.ack_vals) if res.ack_vals else np.zeros(0, np.uint64)
+    order = np.lexsort((vals, roots))
+    return roots[order].tolist(), vals[order].tolist(), sorted(res.fail_roots)
+
+
+@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly])
+@pytest.mark.parametrize("sink_cls", [Sink, KeepAll])
+@pytest.mark.parametrize("tracked", [True, False])
+def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
+    batches = [_batch(1, tracked), _batch(2, tracked)]
+    lean_task, lean = _run(bolt_cls, sink_cls, True, batches)
+    gen_task, general = _run(bolt_cls, sink_cls, False, [_batch(1, tracked), _batch(2, tracked)])
+    for a, b in zip(lean, general):
+        assert a.emitted == b.emitted > 0
+        assert _children(a) == _children(b)
+        assert _acks(a) == _acks(b)
+        assert sorted(a.sent) == sorted(b.sent)
+    # and the lean path was taken: the general path's stream marks are off only in the other
+    assert any(so.bucket >= 0 for so in lean_task.streams.values())
+
+
+def test_a_lean_batch_needs_no_emit_records(monkeypatch):
+    """LeanOnly's emits all take the lean path: the collector hands over keys and buckets only."""
+    topo = _topology(LeanOnly(), Sink())
+    task = BoltTask(topo, "work", 0, Config(), LeanOnly())
+    seen = []
+    take = OutputCollector.take_recorded
+
+    def spy(self):
+        rec = take(self)
+        seen.append(rec)
+        return rec
+
+    monkeypatch.setattr(OutputCollector, "take_recorded", spy)
+    task.run([_batch(3)], wave=1)
+    (rec,) = seen
+    words = sum(len(v[1].split()) for v in _batch(3).values)
+    assert rec.emits == [] and rec.lean is not None and len(rec.lean) == words + N
+    # every child sits in the bucket of the task its grouping picks, in emit order
+    expect: dict[tuple[str, int], list] = {}
+    for row in _batch(3).values:
+        for w in row[1].split():
+            expect.setdefault(("default", topo.task_ids["words"][zlib.crc32(w.encode()) % 3]), []).append([w])
+        expect.setdefault(("totals", min(topo.task_ids["totals"])), []).append([row[0], len(row[1])])
+    got = {(so.stream, task_id): rec.lean.values[b] for b, (so, task_id) in enumerate(rec.lean.buckets)
+           if rec.lean.values[b]}
+    assert got == expect
+
+
+def test_children_to_settling_tasks_carry_no_edges_on_the_lean_path():
+    """BasicBolt sinks settle whole: lean children to them are marked and carry zeros."""
+    lean_task, (res,) = _run(LeanOnly, Sink, True, [_batch(4)])
+    to_sink = [b for t, b in res.outputs if b.stream == "default"]
+    assert to_sink and all(b.anc_settle is not None and not b.anc_val.any() for b in to_sink)
+    assert sorted(s.batch for s in res.sent) == sorted(b.anc_settle for b in to_sink)
+    to_keeper = [b for t, b in res.outputs if b.stream == "totals"]
+    assert to_keeper and all(b.anc_settle is None and b.anc_val.all() for b in to_keeper)
