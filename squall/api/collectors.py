@@ -39,6 +39,9 @@ class Recorded(NamedTuple):
     lean: LeanEmits | None = None  # emits on the lean path (then `emits` is empty)
 
 
+DROPPED = -2  # StreamOut.bucket of a stream nobody subscribes to: its emits are counted, not recorded
+
+
 class OutputCollector:
     """A bolt's collector (Storm's OutputCollector).
 
@@ -70,6 +73,8 @@ class OutputCollector:
             if so.pick is not None and not record_all:
                 so.bucket = len(self._buckets)
                 self._buckets.extend((so, t) for t in so.pick_tasks)
+            elif so.unrouted and not so.direct and not record_all:
+                so.bucket = DROPPED
         self._nb = len(self._buckets) or 1
         self._lean_keys: list[int] = []
         self._lean_vals: list[list] = [[] for _ in self._buckets]
@@ -208,26 +213,32 @@ class OutputCollector:
 class BasicOutputCollector:
     """A BasicBolt's collector: every emit is anchored to the current input."""
 
-    __slots__ = ("_out", "input")
+    __slots__ = ("_out", "input", "_key")
 
     def __init__(self, out: OutputCollector):
         self._out = out
         self.input: Tuple | None = None
+        self._key = -1  # the input's row * buckets when its emits may take the lean path, else -1
 
     def emit(self, values: list, stream: str = "default") -> list[int]:
         # OutputCollector.emit's lean path and its emits nobody receives, inline: one call less
         out = self._out
         so = out._streams.get(stream)
         if so is not None and type(values) is list and len(values) == so.nfields:
-            t = self.input
-            if so.bucket >= 0:
-                if not out._emits and not t._done and t._b is out._batch and t._i == out.input_row:
-                    p = so.pick(values)
-                    b = so.bucket + p
-                    out._lean_keys.append(t._i * out._nb + b)
+            b = so.bucket
+            if b >= 0:
+                k = self._key
+                if k >= 0 and not out._emits:
+                    cache = so.pick_cache  # a fields grouping's positions by value, looked up here
+                    v = values[so.pick_index] if cache is not None else None
+                    p = cache.get(v) if type(v) is str else None
+                    if p is None:
+                        p = so.pick(values)
+                    b += p
+                    out._lean_keys.append(k + b)
                     out._lean_vals[b].append(values)
                     return [so.pick_tasks[p]]
-            elif so.unrouted and not out._record_all and not so.direct and not t._done:
+            elif b == DROPPED:
                 out._unrouted += 1
                 return []
         return out.emit(values, self.input, stream)
@@ -263,9 +274,13 @@ class BasicBoltExecutor:
         An exception other than FailedException goes to on_error(tuple, exception)."""
         coll, bc, execute = self._collector, self._bc, self.basic.execute
         acks = coll._acks
+        # the inputs' emits may take the lean path when they are the rows of the batch being run
+        lean = bool(tuples) and tuples[0]._b is coll._batch and tuples[0]._i == first_row
+        nb, base = (coll._nb, 0) if lean else (0, -1)  # base -1: every input's key -1
         for i, t in enumerate(tuples, first_row):
             coll.input_row = i
             bc.input = t
+            bc._key = i * nb + base
             try:
                 execute(t, bc)
             except FailedException as e:
@@ -282,6 +297,7 @@ class BasicBoltExecutor:
                 t._done = 1
                 acks.append(t)
         bc.input = None  # not the last input: it would keep its whole batch alive between waves
+        bc._key = -1
 
     def cleanup(self) -> None:
         self.basic.cleanup()

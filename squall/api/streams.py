@@ -17,7 +17,7 @@ class StreamOut:
     """One declared output stream of a task: its fields and where its tuples go."""
 
     __slots__ = ("component", "stream", "fields", "nfields", "direct", "routes", "route", "direct_tasks", "index",
-                 "unrouted", "pick", "pick_tasks", "bucket")
+                 "unrouted", "pick", "pick_tasks", "pick_cache", "pick_index", "bucket")
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], direct: bool,
                  routes: list[tuple[str, Route | None]], direct_tasks: set[int], index: int):
@@ -41,7 +41,9 @@ class StreamOut:
         one = fns[0] if len(routes) == 1 and len(fns) == 1 else None
         self.pick = getattr(one, "pick", None)  # values -> position in pick_tasks
         self.pick_tasks: list[int] = list(getattr(one, "tasks", None) or ()) if self.pick is not None else []
-        self.bucket = -1  # the first lean bucket of this stream (its collector numbers them)
+        self.pick_cache: dict | None = getattr(one, "cache", None)  # a fields route's positions by (str) value
+        self.pick_index: int = getattr(one, "index", -1)  # ... of this field
+        self.bucket = -1  # the first lean bucket of this stream (its collector numbers them), or -2: dropped
 
 
 def _no_targets(values: Sequence[Any]) -> list[int]:

@@ -271,12 +271,13 @@ class BoltTask(TaskBase):
             res.failed += len(rec.fails)
             held = getattr(self.bolt, "held_acks", None)  # a bolt that holds its acks (a stateful bolt)
             sink = res if held is None else held.sink_for(res)
-            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, sink, self.component, self.task_id)
+            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, sink, self.component, self.task_id,
+                          own_acks=self.settles_whole)
         if rec.held:
             settle_held(rec.held, res, res)
         if self.debug:
             self._log(rec)
-        if anchors is not None and len(anchors.root):
+        if anchors is not None and len(anchors.root) and not self.settles_whole:  # a BasicBolt holds none
             hold_pending(tuples, batch, out_ack)
 
     def _lean_children(self, lean: LeanEmits, anchors: Any, salt: int,

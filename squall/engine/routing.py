@@ -109,6 +109,7 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
             def route_one(values: Sequence[Any]) -> list[int]:
                 return [target_tasks[pick_one(values)]]
 
+            route_one.cache, route_one.index = cache, i0  # type: ignore[attr-defined] # read by emit inline
             return _one_target(route_one, target_tasks, pick_one)
         return _one_target(lambda values: [target_tasks[fields_hash(values, idx) % n]], target_tasks,
                            lambda values: fields_hash(values, idx) % n)

@@ -12,6 +12,7 @@ The Tuple slots `_b`, `_i`, `_done` and `_out` are written here (and `_done` by 
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,6 +35,8 @@ from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _I64 = np.int64
+_EMPTY_I = np.zeros(0, _I64)
+_get_i = attrgetter("_i")
 
 
 class MessageSink(Protocol):
@@ -183,20 +186,25 @@ def settle_held(stores: list[HeldStore], sink: MessageSink, counts: Any) -> None
 
 def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails: list[tuple[Tuple, Any]],
                   resets: list[Tuple], out_ack: np.ndarray, sink: MessageSink, component: str,
-                  task_id: int) -> None:
-    """Ack messages for acked inputs, zero messages for resets, failed roots with reasons."""
-    if anchors is None and all(t._b is batch for t in acks) and all(f[0]._b is batch for f in fails) \
-            and all(t._b is batch for t in resets):
+                  task_id: int, own_acks: bool = False) -> None:
+    """Ack messages for acked inputs, zero messages for resets, failed roots with reasons.
+    `own_acks`: every acked tuple is a row of `batch` (a BasicBolt's), so none is looked at alone."""
+    if anchors is None and (own_acks or all(t._b is batch for t in acks)) \
+            and all(f[0]._b is batch for f in fails) and all(t._b is batch for t in resets):
         return  # nothing here is tracked
     here = Anchors.empty(len(batch)) if anchors is None else anchors
-    ack_rows = np.array([t._i for t in acks if t._b is batch], _I64)
-    if getattr(batch, "anc_settle", None) is not None:  # no edges: a message only where children were anchored
+    settled = getattr(batch, "anc_settle", None) is not None  # no edges: a message only where children were anchored
+    if own_acks:
+        ack_rows = _EMPTY_I if settled and not out_ack.any() else np.fromiter(map(_get_i, acks), _I64, len(acks))
+    else:
+        ack_rows = np.array([t._i for t in acks if t._b is batch], _I64)
+    if settled and len(ack_rows):
         ack_rows = ack_rows[out_ack[ack_rows] != 0]
     if len(ack_rows) and len(here.root):
         r, v = ack_messages(here, ack_rows, out_ack)
         sink.ack_roots.append(r)
         sink.ack_vals.append(v)
-    for t in acks:
+    for t in () if own_acks else acks:
         if t._b is not batch:  # held from an earlier batch
             roots, vals = t._b.anchors_of(t._i)
             if len(roots):
