@@ -22,6 +22,8 @@ from squall.reliability.batch import (
     one_each,
     pack_offsets,
     pack_roots,
+    pack_runs,
+    root_runs,
     unpack_offsets,
     unpack_roots,
 )
@@ -34,7 +36,7 @@ _I64 = np.int64
 class ColumnBatch:
     """Rows of one (source component, stream, source task) as Arrow columns, with anchors."""
 
-    __slots__ = ("component", "stream", "fields", "source_task", "data", "anc_off", "anc_root", "anc_val",
+    __slots__ = ("component", "stream", "fields", "source_task", "data", "anc_off", "_root", "_val", "_runs",
                  "anc_derive", "anc_settle", "parts", "_values", "_findex")
     always_crosses = True  # Arrow data always serializes (engine/sealing.py need not check rows)
 
@@ -47,8 +49,12 @@ class ColumnBatch:
         self.source_task = source_task
         self.data = data
         self.anc_off = anc_off
-        self.anc_root = anc_root
-        self.anc_val = anc_val
+        self._root = anc_root
+        self._val = anc_val
+        # roots as (run roots, run lengths), expanded only when a row's roots are needed (a row
+        # fails or has children anchored to it): what a settled batch's rows bring (a sentence's
+        # words share its root); anc_root and anc_val are then made on first use
+        self._runs: tuple[np.ndarray, np.ndarray] | None = None
         # the salt of derived edge values (reliability/columns.py): pickled, they are left out and
         # made again from the roots (8 bytes a row less to shuffle); None: they travel
         self.anc_derive: int | None = None
@@ -62,6 +68,36 @@ class ColumnBatch:
 
     def __len__(self) -> int:
         return self.data.num_rows
+
+    @property
+    def anc_root(self) -> np.ndarray | None:
+        if self._root is None and self._runs is not None:
+            self._root = np.repeat(*self._runs)
+        return self._root
+
+    @anc_root.setter
+    def anc_root(self, roots: np.ndarray | None) -> None:
+        self._root, self._runs = roots, None
+
+    @property
+    def anc_val(self) -> np.ndarray | None:
+        if self._val is None and self.anc_off is not None and self.settled:
+            self._val = np.zeros(int(self.anc_off[-1]), _U64)  # a settled batch's edge values did not travel: 0
+        return self._val
+
+    @anc_val.setter
+    def anc_val(self, vals: np.ndarray | None) -> None:
+        self._val = vals
+
+    @property
+    def settled(self) -> bool:
+        """Every row is of a batch that settles whole (no edge values: reliability/settled.py)."""
+        return all(settle is not None for settle, _ in self.row_parts())
+
+    @property
+    def tracked_rows(self) -> bool:
+        """Whether any row has a root (without expanding roots kept as runs)."""
+        return self.anc_off is not None and int(self.anc_off[-1]) > 0
 
     @property
     def values(self) -> list:
@@ -79,18 +115,21 @@ class ColumnBatch:
 
     def __getstate__(self) -> tuple:
         vals = self.anc_val if self.anc_derive is None and self.anc_settle is None else None
+        roots = pack_runs(*self._runs) if self._root is None and self._runs is not None else pack_roots(self.anc_root)
         return (self.component, self.stream, self.fields, self.source_task, to_ipc(self.data),
-                pack_offsets(self.anc_off), pack_roots(self.anc_root), vals, self.anc_derive, self.anc_settle)
+                pack_offsets(self.anc_off), roots, vals, self.anc_derive, self.anc_settle)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, blob,
-         off, roots, self.anc_val, self.anc_derive, self.anc_settle) = state
+         off, roots, self._val, self.anc_derive, self.anc_settle) = state
         self.anc_off = unpack_offsets(off)
-        self.anc_root = unpack_roots(roots)
+        self._root = self._runs = None
+        if self.anc_settle is not None and self.anc_derive is None and root_runs(roots) is not None:
+            self._runs = root_runs(roots)  # expanded when needed (anc_root); values all 0 (anc_val)
+        else:
+            self._root = unpack_roots(roots)
         if self.anc_derive is not None:
-            self.anc_val = derived_edge_ids(self.anc_root, self.anc_derive)
-        elif self.anc_settle is not None:
-            self.anc_val = np.zeros(len(self.anc_root), _U64)
+            self._val = derived_edge_ids(self._root, self.anc_derive)
         self.data = from_ipc(blob)
         self.parts = None
         self._values = None
@@ -130,11 +169,14 @@ def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:
     if any(p.anc_off is not None for p in parts):
         out.anc_off = _concat_offsets(parts)
         tracked = [p for p in parts if p.anc_off is not None]
-        out.anc_root = np.concatenate([p.anc_root for p in tracked]).astype(_U64, copy=False)
-        if all(p.anc_settle is not None for p in tracked):  # no edge values: zeros, with no copying
-            out.anc_val = np.zeros(len(out.anc_root), _U64)
+        if all(p._runs is not None for p in tracked):  # settled parts' runs: concatenated as runs
+            out._runs = (np.concatenate([p._runs[0] for p in tracked]), np.concatenate([p._runs[1] for p in tracked]))
         else:
-            out.anc_val = np.concatenate([p.anc_val for p in tracked]).astype(_U64, copy=False)
+            out.anc_root = np.concatenate([p.anc_root for p in tracked]).astype(_U64, copy=False)
+            if all(p.anc_settle is not None for p in tracked):  # no edge values: zeros, with no copying
+                out.anc_val = np.zeros(len(out.anc_root), _U64)
+            else:
+                out.anc_val = np.concatenate([p.anc_val for p in tracked]).astype(_U64, copy=False)
     out.parts = [part for p in parts for part in p.row_parts()]
     return out
 

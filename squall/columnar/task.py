@@ -118,8 +118,10 @@ class ColumnarBoltTask(BoltTask):
         """Children, edges, acks and fails of one executed batch, all in numpy."""
         emits, failed = self.collector.take()
         n = len(batch)
-        anchors = batch_anchors(batch)
-        tracked = anchors is not None and len(anchors.root) > 0
+        tracked = batch.tracked_rows
+        # the rows' roots are read only when a row anchors children, fails or sends an ack message
+        # (a settled batch's roots may be kept as runs until then: squall.columnar.batch)
+        anchors = None
         out_ack = np.zeros(n, _U64)
         salt = execute_salt(self.task_id, wave)
         keys = None  # made once an emit anchors children (a bolt that only acks needs none)
@@ -135,6 +137,8 @@ class ColumnarBoltTask(BoltTask):
             child_anchors = derive = None
             settle: set[int] = set()
             if tracked and em.anchors is not None and len(child_row):
+                if anchors is None:
+                    anchors = batch_anchors(batch)
                 if derivable(anchors, em.anchors, child_row):
                     child_anchors, derive, settle = derived_rows(anchors, em.anchors, child_row, child_target,
                                                                  out_ack, salt, res.emitted, self.settle_to)
@@ -156,14 +160,14 @@ class ColumnarBoltTask(BoltTask):
         res.failed += n_failed
         if not tracked:
             return
-        if n_failed < n:
+        if n_failed < n and (anchors is not None or not batch.settled):  # else no row's ack travels
             rows = ack_rows(batch, failed, n_failed, out_ack)
             if rows is None or len(rows):
-                r, v = ack_messages(anchors, rows, out_ack)
+                r, v = ack_messages(anchors or batch_anchors(batch), rows, out_ack)
                 res.ack_roots.append(r)
                 res.ack_vals.append(v)
         if n_failed:
-            self._fail_roots(anchors, np.flatnonzero(failed), res,
+            self._fail_roots(anchors or batch_anchors(batch), np.flatnonzero(failed), res,
                              why or FailReason("failed", self.component, self.task_id))
 
     @staticmethod

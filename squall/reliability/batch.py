@@ -91,6 +91,20 @@ def pack_roots(roots: np.ndarray | None) -> np.ndarray | tuple | None:
     return pack_steps(roots[starts]), lengths.astype(_smallest_uint(int(lengths.max())))
 
 
+def pack_runs(run_roots: np.ndarray, lengths: np.ndarray) -> tuple:
+    """Roots kept as runs (`root_runs`) packed as `pack_roots` packs run-length coded roots."""
+    top = int(lengths.max()) if len(lengths) else 0
+    return pack_steps(run_roots), lengths.astype(_smallest_uint(top))
+
+
+def root_runs(roots: np.ndarray | tuple | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(run roots, run lengths) of roots packed as runs (`pack_roots`), or None when they
+    were not: what a receiver may keep instead of a root per row."""
+    if type(roots) is not tuple or type(roots[0]) is int:
+        return None
+    return unpack_steps(roots[0]), roots[1]
+
+
 def unpack_roots(roots: np.ndarray | tuple | None) -> np.ndarray | None:
     if type(roots) is not tuple:
         return roots

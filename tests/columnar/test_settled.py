@@ -157,3 +157,31 @@ def test_a_batch_nobody_settled_loses_its_wave(monkeypatch):
     b.set_bolt("work", FailOnce(-1), 1).shuffle_grouping("s")
     b.set_bolt("sink", FailOnce(-1), 1).shuffle_grouping("work")
     run_dropping_first_settled(monkeypatch, ColumnarBoltTask, "sink", b.create_topology(), 2_000, "work")
+
+
+def test_settled_roots_stay_runs_until_a_row_needs_them():
+    """A settled batch's roots arrive as runs (a sentence's words share its root) and stay so
+    through concatenation; the first look at anc_root expands them, with zero edge values, and
+    pickling without a look sends the same runs."""
+    import pickle
+
+    import pyarrow as pa
+
+    from squall.columnar.batch import ColumnBatch, concat
+    from squall.reliability.batch import one_each
+
+    parts = []
+    for k, sizes in enumerate(([3, 1, 4, 6] * 20, [5, 9] * 30)):  # words per sentence
+        roots = np.repeat(np.arange(1000 * k + 1, 1000 * k + 1 + len(sizes), dtype=np.uint64), sizes)
+        b = ColumnBatch("split", "default", ("word",), k, pa.record_batch({"word": [str(i) for i in range(len(roots))]}),
+                        one_each(len(roots)), roots, np.zeros(len(roots), np.uint64))
+        b.anc_settle = 77 + k
+        got = pickle.loads(pickle.dumps(b))
+        assert got._runs is not None and got._root is None
+        parts.append((got, roots))
+    whole = concat([p for p, _ in parts])
+    assert whole._runs is not None and whole._root is None and whole.settled
+    again = pickle.loads(pickle.dumps(whole))  # sent on unexpanded: the same runs
+    assert np.array_equal(again.anc_root, np.concatenate([r for _, r in parts]))
+    assert np.array_equal(whole.anc_root, np.concatenate([r for _, r in parts]))
+    assert whole.anc_val.dtype == np.uint64 and not whole.anc_val.any() and len(whole.anc_val) == len(whole)
