@@ -243,9 +243,8 @@ class Coordinator:
                 self.pending.add(st.task_id, roots, msg_ids, self.clock.now())
                 self._spout_roots.append((roots, vals))
                 self.lost.remember(self.wave, st.component, st.task_id, roots, msg_ids, st.last_values)
-        else:
-            for m in msg_ids:  # no ackers: at-most-once, acked as soon as emitted
-                self._spout_ack(st, m)
+        elif msg_ids:  # no ackers: at-most-once, acked as soon as emitted (ack_batch once, or ack each)
+            self._record(st.ack(msg_ids))
         for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
             stats.failed += 1
             self.watch.failed(st.task_id, [reason.kind])

@@ -72,3 +72,21 @@ def test_a_raising_ack_batch_is_one_error_and_the_topology_goes_on(cluster_kwarg
     assert acked == list(range(0, 40, 2))
     assert len(errors) == 1 and errors[0].component == "src"
     assert "RuntimeError: the broker is gone" in errors[0].error and "ack_batch of" in str(errors[0].values)
+
+
+def test_without_ackers_a_waves_msg_ids_are_acked_in_one_batch_as_emitted(cluster_kwargs):
+    """At most once (no ackers): every emitted msg id is acked at once, one ack_batch a wave."""
+    spout = BatchAckSpout(["num"])
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("mid", FailOdd(), parallelism=2).shuffle_grouping("src")
+    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+        cluster.submit_topology("t", {Config.TOPOLOGY_ACKER_EXECUTORS: 0, Config.SQUALL_WAVE_MAX_TUPLES: 10},
+                                b.create_topology())
+        for i in range(40):
+            spout.feed([i], i)
+        cluster.wait_idle()
+    rec = spout.record
+    assert sorted(m for batch in rec["batches"] for m in batch) == list(range(40))  # odd ones too: not tracked
+    assert len(rec["batches"]) == 4 and all(len(batch) == 10 for batch in rec["batches"])
+    assert rec["single"] == [] and rec["failed"] == []
