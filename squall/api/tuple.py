@@ -37,27 +37,43 @@ class Tuple:
     and `_out` (the XOR of edges anchored to it in earlier batches, while it is held).
     """
 
-    __slots__ = ("values", "_b", "_i", "_done", "_out")
+    __slots__ = ("_values", "_v", "_b", "_i", "_done", "_out")
 
     def __init__(self, values: list, batch: Any, row: int):
-        self.values = values
+        self._values = values
         self._b = batch
         self._i = row
         self._done = 0
         self._out = 0
 
     @property
+    def values(self) -> list:
+        v = self._values
+        if v is None:  # a one-field row read as it travelled (`_v`): its list is made when asked for
+            v = self._values = [self._v]
+        return v
+
+    @values.setter
+    def values(self, values: list) -> None:
+        self._values = values
+
+    @property
     def fields(self) -> list[str]:
         return list(self._b.fields)
 
     def __getitem__(self, key: int | str) -> Any:
+        v = self._values
+        if v is None:  # a one-field row: its value, no list made
+            if key == 0 or key == -1 or (type(key) is str and key == self._b.fields[0]):
+                return self._v
+            v = self.values
         if type(key) is str:
             i = self._b._findex.get(key)
-            return self.values[self.field_index(key) if i is None else i]
-        return self.values[key]
+            return v[self.field_index(key) if i is None else i]
+        return v[key]
 
     def __len__(self) -> int:
-        return len(self.values)
+        return 1 if self._values is None else len(self._values)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.values)
@@ -109,13 +125,26 @@ class Tuple:
 
 
 def tuples_of(batch: Any) -> list[Tuple]:
-    """One pending Tuple per row of `batch` (the engine's hot path: no __init__ call per row)."""
+    """One pending Tuple per row of `batch` (the engine's hot path: no __init__ call per row). A
+    one-field batch kept flat (`batch.flat`) gives each Tuple its value, with no list made."""
     new = object.__new__
     out = []
     append = out.append
+    flat = getattr(batch, "flat", None)
+    if flat is not None:
+        for i, v in enumerate(flat):
+            t = new(Tuple)
+            t._values = None
+            t._v = v
+            t._b = batch
+            t._i = i
+            t._done = 0
+            t._out = 0
+            append(t)
+        return out
     for i, v in enumerate(batch.values):
         t = new(Tuple)
-        t.values = v
+        t._values = v
         t._b = batch
         t._i = i
         t._done = 0

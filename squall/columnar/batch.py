@@ -113,6 +113,9 @@ class ColumnBatch:
     anchors_of = TupleBatch.anchors_of  # the same flat anchor arrays as a TupleBatch
     row_batch = TupleBatch.row_batch
 
+    def row_values(self, row: int) -> list:
+        return self.values[row]
+
     def __getstate__(self) -> tuple:
         vals = self.anc_val if self.anc_derive is None and self.anc_settle is None else None
         roots = pack_runs(*self._runs) if self._root is None and self._runs is not None else pack_roots(self.anc_root)

@@ -68,10 +68,6 @@ def pack_values(values: list, nfields: int) -> list | tuple:
     return values if type(values) is not tuple else list(values)  # a tuple means packed
 
 
-def unpack_values(values: list | tuple) -> list:
-    return [[v] for v in values[0]] if type(values) is tuple else values
-
-
 def run_starts(a: np.ndarray) -> np.ndarray:
     """Where each run of equal neighbours in `a` starts (a non-empty array)."""
     return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
@@ -146,7 +142,7 @@ def _smallest_uint(top: int) -> type:
 
 
 class TupleBatch:
-    __slots__ = ("component", "stream", "fields", "source_task", "values", "anc_off", "anc_root", "anc_val",
+    __slots__ = ("component", "stream", "fields", "source_task", "_rows", "flat", "anc_off", "anc_root", "anc_val",
                  "anc_settle", "_findex")
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, values: list,
@@ -156,15 +152,30 @@ class TupleBatch:
         self.stream = stream
         self.fields = fields
         self.source_task = source_task
-        self.values = values
+        self._rows: list | None = values
+        # a one-field batch that travelled packed keeps its rows as plain values (`values` makes
+        # the lists on first use): Tuples read them as they are (squall.api.tuple.tuples_of),
+        # with no list made per row (115,000 one-word lists cost ~40 ms here)
+        self.flat: list | None = None
         self.anc_off = anc_off  # None: no row is tracked
         self.anc_root = anc_root
         self.anc_val = anc_val
         self.anc_settle: int | None = None  # its id when its target settles it whole (reliability/settled.py)
         self._findex = field_index_of(fields)
 
+    @property
+    def values(self) -> list:
+        """The rows, a list of values each."""
+        if self._rows is None:
+            self._rows = [[v] for v in self.flat]
+        return self._rows
+
+    @values.setter
+    def values(self, rows: list) -> None:
+        self._rows, self.flat = rows, None
+
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self._rows) if self._rows is not None else len(self.flat)
 
     @property
     def field_index(self) -> dict[str, int]:
@@ -179,17 +190,26 @@ class TupleBatch:
     def row_batch(self, row: int) -> TupleBatch:
         """Row `row` alone, with its anchors: what a tuple held across batches keeps."""
         roots, vals = self.anchors_of(row)
-        return single_row(self.component, self.stream, self.fields, self.source_task, self.values[row], roots, vals)
+        return single_row(self.component, self.stream, self.fields, self.source_task, self.row_values(row), roots,
+                          vals)
+
+    def row_values(self, row: int) -> list:
+        """Row `row`'s values (a list), without making every row's list of a flat batch."""
+        return self._rows[row] if self._rows is not None else [self.flat[row]]
 
     def __getstate__(self) -> tuple:
-        return (self.component, self.stream, self.fields, self.source_task, pack_values(self.values, len(self.fields)),
+        values = (self.flat,) if self._rows is None else pack_values(self._rows, len(self.fields))
+        return (self.component, self.stream, self.fields, self.source_task, values,
                 pack_offsets(self.anc_off), pack_roots(self.anc_root),
                 self.anc_val if self.anc_settle is None else None, self.anc_settle)
 
     def __setstate__(self, state: tuple) -> None:
         (self.component, self.stream, self.fields, self.source_task, values,
          off, roots, self.anc_val, self.anc_settle) = state
-        self.values = unpack_values(values)
+        if type(values) is tuple:  # packed one-field rows: kept flat (see __init__)
+            self._rows, self.flat = None, values[0]
+        else:
+            self._rows, self.flat = values, None
         self.anc_off = unpack_offsets(off)
         self.anc_root = unpack_roots(roots)
         if self.anc_settle is not None:  # no edge values travelled: they are all 0

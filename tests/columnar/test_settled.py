@@ -173,8 +173,9 @@ def test_settled_roots_stay_runs_until_a_row_needs_them():
     parts = []
     for k, sizes in enumerate(([3, 1, 4, 6] * 20, [5, 9] * 30)):  # words per sentence
         roots = np.repeat(np.arange(1000 * k + 1, 1000 * k + 1 + len(sizes), dtype=np.uint64), sizes)
-        b = ColumnBatch("split", "default", ("word",), k, pa.record_batch({"word": [str(i) for i in range(len(roots))]}),
-                        one_each(len(roots)), roots, np.zeros(len(roots), np.uint64))
+        words = pa.record_batch({"word": [str(i) for i in range(len(roots))]})
+        b = ColumnBatch("split", "default", ("word",), k, words, one_each(len(roots)), roots,
+                        np.zeros(len(roots), np.uint64))
         b.anc_settle = 77 + k
         got = pickle.loads(pickle.dumps(b))
         assert got._runs is not None and got._root is None

@@ -130,3 +130,32 @@ def test_rows_given_as_a_tuple_come_back_as_a_list_of_rows():
     rows = tuple([f"w{i}", i] for i in range(5))  # a tuple of rows is never taken for packed rows
     got = pickle.loads(pickle.dumps(TupleBatch("split", "default", ("word", "n"), 4, rows)))
     assert got.values == [list(r) for r in rows] and type(got.values) is list
+
+
+def test_a_packed_one_field_batch_stays_flat_and_its_tuples_read_as_any():
+    """One-field rows that travelled packed stay plain values: Tuples read them with no list
+    made per row, and every way of reading a Tuple gives what a list-backed one gives."""
+    import copy
+
+    from squall.api.tuple import tuples_of
+
+    sent = _tuple_batch([1] * 100)
+    got = pickle.loads(pickle.dumps(sent))
+    assert got.flat == [f"w{i}" for i in range(100)] and got._rows is None and len(got) == 100
+    flat_tuples = tuples_of(got)
+    listed = tuples_of(copy.copy(sent))  # the same rows as lists
+    for t, u in zip(flat_tuples, listed):
+        assert t._values is None  # nothing made yet
+        assert t[0] == t[-1] == t["word"] == t.get_value_by_field("word") == u[0]
+        assert len(t) == 1 and t.select(["word"]) == [u[0]] and list(t) == u.values
+        assert dict(t.message_id) == dict(u.message_id) and t.contains("word") and not t.contains("x")
+        with pytest.raises(IndexError):
+            t[1]
+        with pytest.raises(KeyError, match="has no field 'nope'"):
+            t["nope"]
+        assert t.values == u.values and t.values is t.values  # made once, then kept
+    held = pickle.loads(pickle.dumps(flat_tuples[7]))  # a tuple held across waves keeps its one row
+    assert held[0] == "w7" and held.values == ["w7"] and dict(held.message_id) == dict(listed[7].message_id)
+    assert got.row_values(3) == ["w3"] and got.row_batch(3).values == [["w3"]]
+    again = pickle.loads(pickle.dumps(got))  # sent on as it came: flat again
+    assert again.flat == got.flat and again.values == sent.values and got.values == sent.values
