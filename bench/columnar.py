@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -57,7 +56,6 @@ GOAL_ACKING_COST_RATIO_MAX = 1.10
 GOAL_OVER_BYTEWAX_MIN = 3.0
 GOAL_OVER_PLAIN_RDD_MIN = 1.0
 MAX_COMPARE_SENTENCES = 300_000
-PAIR_WARMUP_SECS = 4.0
 
 
 def load_example() -> ModuleType:
@@ -86,20 +84,6 @@ def squall_counts(example: ModuleType, spark: Any, parallelism: int, n: int) -> 
     result = complete_topology(example.build_topology(parallelism=parallelism, limit=n), conf=conf,
                                engine="spark", spark=spark)
     return wc.final_counts(result.emitted("count"))
-
-
-def alternating_pairs(example: ModuleType, session: Any, args: argparse.Namespace) -> list[tuple[float, float]]:
-    """`--pairs` - 1 more (acked, no ackers) rates, each pair run back to back, who goes first
-    alternating: the machine's speed drifts by more than the acking cost over a minute, and a
-    pair's ratio sees the same machine twice."""
-    out = []
-    for r in range(max(args.pairs - 1, 0)):
-        got = {}
-        for ackers in ((0, 1) if r % 2 == 0 else (1, 0)):
-            got[ackers] = wc.run_case(example, "spark", session, args.parallelism, ackers, args.pair_seconds,
-                                      PAIR_WARMUP_SECS, None, None)["bolt_tuples_per_sec"]
-        out.append((got[1], got[0]))
-    return out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -137,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         wc.print_spark_profile(acking["profile_spark"])
     no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, warmup, None, None)
     a, z = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
-    pairs = [(a, z)] + alternating_pairs(example, session, args)
-    ratios = [wc._ratio(pz, pa) for pa, pz in pairs]
+    pairs = [(a, z)] + wc.alternating_pairs(example, "spark", session, args)
+    ratio_fields = wc.pair_fields(pairs)
     # the same topology on the local engine (in-process, no Spark): what the columnar path itself costs
     local_a = wc.run_case(example, "local", None, args.parallelism, 1, args.seconds, 2.0, None, None)
     local_z = wc.run_case(example, "local", None, args.parallelism, 0, args.seconds, 2.0, None, None)
@@ -168,11 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         "bolt_rows_per_sec_acking": round(a),
         "bolt_rows_per_sec_no_acking": round(z),
         "goal_bolt_rows_per_sec": GOAL_BOLT_ROWS_PER_SEC,
-        "acking_cost_ratio": statistics.median(ratios),
+        **ratio_fields,
         "goal_acking_cost_ratio_max": GOAL_ACKING_COST_RATIO_MAX,
-        "acking_cost_ratio_pairs": ratios,
-        "acking_cost_ratio_first_pair": ratios[0],
-        "pair_rates": [[round(pa), round(pz)] for pa, pz in pairs],
         "sentences_per_sec_acking": round(acking["sentences_per_sec"]),
         "sentences_per_wave_acking": round(acking["sentences_per_wave"]),
         "waves_per_sec_acking": wc._r(acking["waves_per_sec"], 2),

@@ -4,7 +4,17 @@ Prints ONE JSON line on stdout; progress and diagnostics go to stderr.
 Runs examples/wordcount.py's topology (unbounded spout) on a LocalCluster in real time, first
 with one acker, then with none (topology.acker.executors = 0), then with none again at the acking
 case's wave size (`acking_cost_ratio_same_waves`; without ackers max spout pending does not cap a
-wave, so the plain `acking_cost_ratio` also compares two wave sizes). bolt-tuples/s is the sum over bolts
+wave, so the plain `acking_cost_ratio` also compares two wave sizes). `acking_cost_ratio` is the
+median over `--pairs` (acked, no ackers) pairs run back to back, the first two cases and more of
+`--pair-seconds` each, who goes first alternating (`acking_cost_ratio_pairs`, `pair_rates`): the
+machine's speed drifts by more than the acking cost within a minute.
+
+The spout is the example's (msg ids, replay of failed sentences, its pending map), reading its
+sentences in turn from a corpus of `--corpus-sentences` (100,000: issue 9's "spout of 100,000
+sentences"; the example's own generator's first 100,000, same seed) instead of making each one up
+with random.choices (~3-5 us a sentence here): Bytewax and plain PySpark get those same sentences
+ready-made, so each system is timed counting them. `--spout random` runs the example's spout as
+it is. bolt-tuples/s is the sum over bolts
 of `executed` (a sentence and each of its words count as one bolt-tuple each) between the first
 and the last wave end of the measured window (whole waves only; the window runs on until those
 two wave ends are `--seconds` apart), divided by the time between them. Complete latency p50/p99
@@ -119,6 +129,8 @@ OVERHEAD_WARMUP_WAVES = 3
 OVERHEAD_WAVES = 15
 MAX_COMPARE_SENTENCES = 3_000_000
 CHECK_SENTENCES = 20_000
+CORPUS_SENTENCES = 100_000
+PAIR_WARMUP_SECS = 4.0
 
 
 def say(*a: Any) -> None:
@@ -513,10 +525,30 @@ def print_spark_profile(p: dict[str, Any]) -> None:
 
 
 def sentences_of(example: ModuleType, n: int) -> list[str]:
-    """The first n sentences of the spout's task 0 (seeded as RandomSentenceSpout.open seeds it)."""
+    """The first n sentences of the spout's task 0 (seeded as RandomSentenceSpout.open seeds it),
+    or of the corpus it reads in turn (`use_corpus`)."""
+    corpus = getattr(example.RandomSentenceSpout, "corpus", None)
+    if corpus is not None:
+        return [corpus[i % len(corpus)] for i in range(n)]
     spout = example.RandomSentenceSpout()
     spout.rng = random.Random(spout.seed * 1_000_003 + 0)
     return [spout._sentence() for _ in range(n)]
+
+
+def use_corpus(example: ModuleType, n: int) -> None:
+    """Issue 9's workload: a spout of n sentences (its own generator's first n, the same seed),
+    read in turn (and again from the start), instead of making each one up: Bytewax and plain
+    PySpark get those same sentences ready-made, so squall's time is its own too. Every
+    topology the bench builds from the example takes this spout (its msg ids, replays and
+    pending map are the example's)."""
+    corpus = sentences_of(example, n)
+
+    class CorpusSentenceSpout(example.RandomSentenceSpout):
+        def _sentence(self) -> str:
+            return self.corpus[(self.emitted - 1) % len(self.corpus)]  # emitted counts this one already
+
+    CorpusSentenceSpout.corpus = corpus  # one list for every task (a class attribute is not deep-copied)
+    example.RandomSentenceSpout = CorpusSentenceSpout  # build_topology reads the module's name
 
 
 # -- counts: every system's against the corpus's own ------------------------------------------------
@@ -826,11 +858,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--check-sentences", type=int, default=CHECK_SENTENCES,
                    help=f"sentences squall counts to completion for the counts check (default {CHECK_SENTENCES:,})")
     p.add_argument("--bytewax-batch", type=int, default=1000, help="TestingSource batch_size for Bytewax")
+    p.add_argument("--spout", choices=("corpus", "random"), default="corpus",
+                   help="corpus (default): the spout reads a fixed corpus of --corpus-sentences in turn, the "
+                        "sentences Bytewax and plain PySpark get; random: the example's spout, making each up")
+    p.add_argument("--corpus-sentences", type=int, default=CORPUS_SENTENCES,
+                   help=f"sentences in the corpus (default {CORPUS_SENTENCES:,}, issue 9's)")
+    p.add_argument("--pairs", type=int, default=3,
+                   help="(acked, no ackers) pairs run back to back, who goes first alternating; acking_cost_ratio "
+                        "is the median of their ratios (default 3: the first two cases and 2 more pairs)")
+    p.add_argument("--pair-seconds", type=float, default=8.0, help="measured seconds of each case of the extra pairs")
     p.add_argument("--no-compare", action="store_true", help="spark: skip Bytewax, plain PySpark, wave overhead")
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
     p.add_argument("--profile-spark", action="store_true",
                    help="spark: where the acking case's wave time goes (driver steps, stages, tasks)")
     return p.parse_args(argv)
+
+
+def alternating_pairs(example: ModuleType, engine: str, spark: Any, args: argparse.Namespace,
+                      max_pending: int | None = None, wave_tuples: int | None = None) -> list[tuple[float, float]]:
+    """`args.pairs` - 1 more (acked, no ackers) rates, each pair run back to back, who goes first
+    alternating: the machine's speed drifts by more than the acking cost within a minute, and a
+    pair's ratio sees the same machine twice."""
+    out = []
+    for r in range(max(args.pairs - 1, 0)):
+        got = {}
+        for ackers in ((0, 1) if r % 2 == 0 else (1, 0)):
+            got[ackers] = run_case(example, engine, spark, args.parallelism, ackers, args.pair_seconds,
+                                   PAIR_WARMUP_SECS, max_pending, wave_tuples)["bolt_tuples_per_sec"]
+        out.append((got[1], got[0]))
+    return out
+
+
+def pair_fields(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """`acking_cost_ratio`: the median over the (acked, no ackers) pairs; each pair's ratio and rates."""
+    ratios = [_ratio(z, a) for a, z in pairs]
+    known = [r for r in ratios if r is not None]
+    return {"acking_cost_ratio": statistics.median(known) if known else None,
+            "acking_cost_ratio_pairs": ratios, "acking_cost_ratio_first_pair": ratios[0],
+            "pair_rates": [[round(a), round(z)] for a, z in pairs]}
 
 
 def same_waves_fields(acking: dict[str, Any], same: dict[str, Any]) -> dict[str, Any]:
@@ -944,6 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
 
     example = load_example()
+    if args.spout == "corpus":
+        use_corpus(example, args.corpus_sentences)
     warmup = args.warmup if args.warmup is not None else WARMUP_SECS[args.engine]
     spark = session = None
     if args.engine == "spark":
@@ -966,6 +1033,9 @@ def main(argv: list[str] | None = None) -> int:
     no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
                          args.wave_tuples)
     out = squall_fields(args, acking, no_acking)
+    pairs = [(acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"])]
+    pairs += alternating_pairs(example, args.engine, spark, args, args.max_pending, args.wave_tuples)
+    out.update(pair_fields(pairs))
     if args.wave_tuples is None and acking["sentences_per_wave"]:
         out.update(same_waves_fields(acking, run_case(example, args.engine, spark, args.parallelism, 0, args.seconds,
                                                       warmup, args.max_pending, round(acking["sentences_per_wave"]))))
@@ -984,6 +1054,8 @@ def main(argv: list[str] | None = None) -> int:
     out.update({
         "counts_correct": counts_correct,
         "counts_check_sentences_squall": args.check_sentences,
+        "spout": args.spout,
+        "corpus_sentences": args.corpus_sentences if args.spout == "corpus" else None,
         "parallelism": args.parallelism,
         "max_spout_pending": args.max_pending if args.max_pending is not None
         else example.CONF.get(Config.TOPOLOGY_MAX_SPOUT_PENDING),
