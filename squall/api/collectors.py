@@ -17,7 +17,8 @@ class LeanEmits(NamedTuple):
     """The lean path's record of a batch's emits (each anchored to the input being executed,
     on a stream with one single-target route): `keys[j] = input row * nbuckets + bucket` of emit
     j, in emit order, and per bucket (a stream's target task: `buckets[b]` is (stream out,
-    task id)) its values, in emit order: the children already split by destination."""
+    task id)) its values, in emit order: the children already split by destination. A one-field
+    stream's values are kept flat (the value, not its list), as such a batch travels."""
 
     keys: list[int]
     values: list[list]
@@ -113,7 +114,8 @@ class OutputCollector:
         for k in keys:
             row, b = divmod(k, nb)
             so, task = self._buckets[b]
-            emits.append((so, nexts[b](), tuples[row], [task], row))
+            values = nexts[b]()
+            emits.append((so, [values] if so.nfields == 1 else values, tuples[row], [task], row))
         self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
 
     def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002
@@ -140,7 +142,7 @@ class OutputCollector:
                 p = so.pick(values)
                 b = so.bucket + p
                 self._lean_keys.append(row * self._nb + b)
-                self._lean_vals[b].append(values)
+                self._lean_vals[b].append(values[0] if so.nfields == 1 else values)  # one field: flat
                 return [so.pick_tasks[p]]
         if self._lean_keys:
             self._lean_to_general()
@@ -224,7 +226,7 @@ class BasicOutputCollector:
         # OutputCollector.emit's lean path and its emits nobody receives, inline: one call less
         out = self._out
         so = out._streams.get(stream)
-        if so is not None and type(values) is list and len(values) == so.nfields:
+        if so is not None and type(values) is list and len(values) == (nf := so.nfields):
             b = so.bucket
             if b >= 0:
                 k = self._key
@@ -236,7 +238,7 @@ class BasicOutputCollector:
                         p = so.pick(values)
                     b += p
                     out._lean_keys.append(k + b)
-                    out._lean_vals[b].append(values)
+                    out._lean_vals[b].append(values[0] if nf == 1 else values)  # one field: flat
                     return [so.pick_tasks[p]]
             elif b == DROPPED:
                 out._unrouted += 1

@@ -85,7 +85,9 @@ def bucket_children(component: str, task_id: int, lean: LeanEmits, bucket: np.nd
     for b in present:
         so, target = lean.buckets[b]
         values = lean.values[b]
-        batch = TupleBatch(component, so.stream, so.fields, task_id, values)
+        batch = TupleBatch(component, so.stream, so.fields, task_id, None if so.nfields == 1 else values)
+        if so.nfields == 1:  # kept flat (LeanEmits): it travels so, and its receiver reads it so
+            batch.flat = values
         if tracked:
             _give_anchors(batch, anchors, None if order is None else order[starts[b]:starts[b] + len(values)])
         out.append((target, batch))

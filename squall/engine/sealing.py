@@ -55,7 +55,7 @@ def seal_outputs(res: TaskResult, to_bytes: bool) -> list[tuple[int, Any]]:
                 continue
             except Exception:  # noqa: BLE001 - find the rows that cannot cross; they fail alone
                 pass
-        elif crosses(batch.values):
+        elif crosses(batch.values if getattr(batch, "flat", None) is None else (batch.flat,)):
             out.append((target, batch))
             continue
         batch = drop_unserializable(batch, res)

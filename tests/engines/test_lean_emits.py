@@ -169,11 +169,12 @@ def test_a_lean_batch_needs_no_emit_records(monkeypatch):
     (rec,) = seen
     words = sum(len(v[1].split()) for v in _batch(3).values)
     assert rec.emits == [] and rec.lean is not None and len(rec.lean) == words + N
-    # every child sits in the bucket of the task its grouping picks, in emit order
+    # every child sits in the bucket of the task its grouping picks, in emit order; a one-field
+    # stream's values flat (the word, as its batch travels), others as their lists
     expect: dict[tuple[str, int], list] = {}
     for row in _batch(3).values:
         for w in row[1].split():
-            expect.setdefault(("default", topo.task_ids["words"][zlib.crc32(w.encode()) % 3]), []).append([w])
+            expect.setdefault(("default", topo.task_ids["words"][zlib.crc32(w.encode()) % 3]), []).append(w)
         expect.setdefault(("totals", min(topo.task_ids["totals"])), []).append([row[0], len(row[1])])
     got = {(so.stream, task_id): rec.lean.values[b] for b, (so, task_id) in enumerate(rec.lean.buckets)
            if rec.lean.values[b]}
@@ -188,3 +189,18 @@ def test_children_to_settling_tasks_carry_no_edges_on_the_lean_path():
     assert sorted(s.batch for s in res.sent) == sorted(b.anc_settle for b in to_sink)
     to_keeper = [b for t, b in res.outputs if b.stream == "totals"]
     assert to_keeper and all(b.anc_settle is None and b.anc_val.all() for b in to_keeper)
+
+
+def test_a_one_field_streams_children_leave_flat_and_arrive_as_rows():
+    """The words' batches are flat on the way (no list per row pickled or made), and the rows a
+    receiver reads are the emitted ones."""
+    import pickle
+
+    _, (res,) = _run(LeanOnly, Sink, True, [_batch(5)])
+    words = [(t, b) for t, b in res.outputs if b.stream == "default"]
+    assert words and all(b.flat is not None and b._rows is None for _, b in words)
+    for _, b in words:
+        got = pickle.loads(pickle.dumps(b))
+        assert got.flat == b.flat and got.values == [[w] for w in b.flat]
+    sent = sorted(w for _, b in words for w in b.flat)
+    assert sent == sorted(w for row in _batch(5).values for w in row[1].split())
