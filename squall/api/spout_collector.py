@@ -12,22 +12,62 @@ _UNSET = object()
 
 
 class SpoutOutputCollector:
-    """A spout's collector (Storm's SpoutOutputCollector)."""
+    """A spout's collector (Storm's SpoutOutputCollector).
 
-    __slots__ = ("_component", "_streams", "_emits", "_runner", "_columns", "_column_rows")
+    As a bolt's (squall.api.collectors.OutputCollector), it records the common emit on a lean
+    path: on a stream with one route that picks one task, with a msg id of its own or none,
+    nothing recorded on the general path yet this wave: the target's bucket gets the values (a
+    one-field stream's flat), `_lean_keys` the bucket and `_lean_mids` the msg id. Any other
+    emit takes the general path, a record each (`take_recorded`), the lean ones made general
+    first, so the emit order is kept."""
 
-    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any):
+    __slots__ = ("_component", "_streams", "_emits", "_runner", "_columns", "_column_rows", "_buckets",
+                 "_lean_keys", "_lean_vals", "_lean_mids")
+
+    def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, lean: bool = True):
         self._component = component
         self._streams = streams
         self._emits: list[tuple] = []  # (stream out, values, msg id, targets)
         self._runner = runner
         self._columns: list[tuple] = []  # (stream out, RecordBatch, msg ids per row or None, one msg id or None)
         self._column_rows = 0
+        self._buckets: list[tuple[StreamOut, int]] = []  # lean bucket -> (stream out, target task id)
+        for so in sorted(streams.values(), key=lambda so: so.index):
+            if so.pick is not None and lean:
+                so.bucket = len(self._buckets)
+                self._buckets.extend((so, t) for t in so.pick_tasks)
+        self._lean_keys: list[int] = []
+        self._lean_vals: list[list] = [[] for _ in self._buckets]
+        self._lean_mids: list = []
 
     @property
     def recorded_count(self) -> int:
         """Emits (rows) recorded since they were last taken (the coordinator's per-wave budget counts them)."""
-        return len(self._emits) + self._column_rows
+        return len(self._emits) + len(self._lean_keys) + self._column_rows
+
+    def take_lean(self) -> tuple[list[int], list[list], list[tuple[StreamOut, int]], list] | None:
+        """Hand over (and forget) the lean path's records: (bucket per emit, values per bucket,
+        the buckets' (stream out, task), msg id per emit); None when there are none."""
+        if not self._lean_keys:
+            return None
+        got = (self._lean_keys, self._lean_vals, self._buckets, self._lean_mids)
+        self._lean_keys, self._lean_vals, self._lean_mids = [], [[] for _ in self._buckets], []
+        return got
+
+    def _lean_to_general(self) -> None:
+        """The lean records so far, as general ones (an emit that needs the general path comes next)."""
+        lean = self.take_lean()
+        if lean is not None:
+            self.as_general(lean)
+
+    def as_general(self, lean: tuple) -> None:
+        """Records `take_lean` handed over, recorded again on the general path, in emit order."""
+        keys, vals, buckets, mids = lean
+        nexts = [iter(v).__next__ for v in vals]
+        for b, m in zip(keys, mids):
+            so, task = buckets[b]
+            values = nexts[b]()
+            self._emits.append((so, [values] if so.nfields == 1 else values, m, [task]))
 
     def take_columns(self) -> list[tuple]:
         """Hand over (and forget) the recorded column emits (squall.columnar.spout turns them into trees)."""
@@ -35,12 +75,24 @@ class SpoutOutputCollector:
         return cols
 
     def take_recorded(self) -> list[tuple]:
-        """Hand over (and forget) the recorded emits: (stream out, values, msg id, targets)."""
+        """Hand over (and forget) the general path's emits: (stream out, values, msg id, targets)."""
         emits, self._emits = self._emits, []
         return emits
 
     def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
         so = self._streams.get(stream)
+        if so is not None and type(values) is list and len(values) == (nf := so.nfields) and so.bucket >= 0 \
+                and not self._emits and type(msg_id) is not SharedRoot:  # the lean path
+            cache = so.pick_cache  # a fields grouping's positions by value, looked up here
+            v = values[so.pick_index] if cache is not None else None
+            p = cache.get(v) if type(v) is str else None
+            if p is None:
+                p = so.pick(values)
+            b = so.bucket + p
+            self._lean_keys.append(b)
+            self._lean_vals[b].append(values[0] if nf == 1 else values)
+            self._lean_mids.append(msg_id)
+            return [so.pick_tasks[p]]
         if so is None:
             raise bad_stream(self._component, stream, self._streams)
         if type(values) is not list:
@@ -51,6 +103,8 @@ class SpoutOutputCollector:
             raise ValueError(
                 f"spout {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
             )
+        if self._lean_keys:
+            self._lean_to_general()
         targets = so.route(values)
         self._emits.append((so, values, msg_id, targets))
         return targets
@@ -67,6 +121,8 @@ class SpoutOutputCollector:
                 f"spout {self._component!r}: emit_direct(task={task}) on stream {stream!r} needs a direct stream "
                 f"with a direct subscriber on that task; subscribed tasks: {sorted(so.direct_tasks)}"
             )
+        if self._lean_keys:
+            self._lean_to_general()
         self._emits.append((so, values, msg_id, [task]))
 
     def emit_batch(self, data: Any, *args: Any, msg_id: Any = _UNSET, msg_ids: Any = None,

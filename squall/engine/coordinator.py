@@ -228,10 +228,13 @@ class Coordinator:
         if self.tracking and self.max_pending:
             budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
         deadline = time.perf_counter() + self.wave_secs
-        if budget > 0:
-            with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
+        # No collection while the pulls' emits are made and turned into batches: what `end` drops
+        # (each emit's record) is freed before the collector runs again, instead of being scanned
+        # by the first collection after the pulls (8% of the driver's busy time on word count)
+        with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
+            if budget > 0:
                 self._pull(st, res, budget, deadline)
-        res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
+            res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
         stats = self.stats[st.component]
         stats.emitted += res.emitted
         self.watch.add(st.task_id, emitted=res.emitted, transferred=res.transferred)

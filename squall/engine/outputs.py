@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from squall.api.collectors import LeanEmits
@@ -92,3 +94,27 @@ def bucket_children(component: str, task_id: int, lean: LeanEmits, bucket: np.nd
             _give_anchors(batch, anchors, None if order is None else order[starts[b]:starts[b] + len(values)])
         out.append((target, batch))
     return out
+
+
+class EmitValues(Sequence):
+    """The values of emits `rows` (emit indices, ascending) of a lean record, in that order, as
+    lists: each looked up in its bucket only when read (a lost wave's dead letters), not copied
+    per emit every wave."""
+
+    def __init__(self, lean: LeanEmits, bucket: np.ndarray, rows: np.ndarray):
+        self._lean, self._bucket, self._rows = lean, bucket, rows
+        self._pos: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: int) -> list:  # type: ignore[override]
+        if self._pos is None:  # each emit's place in its bucket
+            order = np.argsort(self._bucket, kind="stable")
+            counts = np.bincount(self._bucket, minlength=len(self._lean.values))
+            self._pos = np.empty(len(self._bucket), _I64)
+            self._pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(counts) - counts, counts)
+        j = int(self._rows[i])
+        b = int(self._bucket[j])
+        v = self._lean.values[b][int(self._pos[j])]
+        return [v] if self._lean.buckets[b][0].nfields == 1 else v

@@ -76,6 +76,18 @@ def crosses(values: list[list]) -> bool:
         return False
 
 
+def crosses_all(values: list[list], buckets: list[tuple[Any, int]]) -> bool:
+    """`crosses` for the lean path's buckets of values (a one-field stream's flat: one "row")."""
+    rows: list = []
+    for b, v in enumerate(values):
+        if v:
+            if buckets[b][0].nfields == 1:
+                rows.append(v)
+            else:
+                rows.extend(v)
+    return crosses(rows)
+
+
 def unserializable_rows(values: list[list]) -> list[tuple[int, int, BaseException]]:
     """(row, field index, error) for every row with a value that does not pickle."""
     bad = []

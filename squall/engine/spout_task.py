@@ -9,15 +9,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from squall.api.collectors import LeanEmits
 from squall.api.components import Spout
 from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.topology import StormTopology
-from squall.engine.outputs import group_children
-from squall.engine.sealing import crosses, describe, unserializable_rows
+from squall.engine.outputs import EmitValues, bucket_children, group_children
+from squall.engine.sealing import crosses, crosses_all, describe, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
+from squall.reliability.anchoring import Anchors
+from squall.reliability.batch import one_each
 from squall.reliability.emits import EmitIndex
+from squall.reliability.ids import edge_ids
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_trees
 from squall.reliability.settled import mark_settling
@@ -61,7 +65,7 @@ class SpoutTask(TaskBase):
                  capture: bool = False):
         super().__init__(topology, component, task_index, conf, capture)
         self.spout = instance
-        self.collector = SpoutOutputCollector(component, self.streams, self)
+        self.collector = SpoutOutputCollector(component, self.streams, self, lean=not capture)
         self.opened = False
         self.active = True
         self.last_values: Sequence = []  # per tracked root, its values (column emits: squall.columnar.spout.RowRefs)
@@ -69,6 +73,7 @@ class SpoutTask(TaskBase):
         self._fail_takes_reason = _takes_reason(instance.fail)
         self._acks_in_batches = settles_acks_in_batches(type(instance))
         self.settle_to = topology.settling_tasks()
+        self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:
         """Tell the spout these trees completed (`ack_batch` once, or `ack` for each); what raised."""
@@ -115,6 +120,13 @@ class SpoutTask(TaskBase):
         roots_for(k) hands out k root ids; without tracking the roots are empty."""
         res = self._res
         self._res = None
+        lean = self.collector.take_lean()
+        if lean is not None:
+            if crosses_all(lean[1], lean[2]):
+                wave = self._lean_wave(res, lean, roots_for, tracking)
+                columns = self.collector.take_columns()
+                return self._add_columns(wave, columns, roots_for, tracking) if columns else wave
+            self.collector.as_general(lean)  # a value that cannot cross: the general path finds it
         emits = self.collector.take_recorded()
         res.emitted = len(emits)
         if res.captured is not None:
@@ -135,6 +147,40 @@ class SpoutTask(TaskBase):
             wave = SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
         columns = self.collector.take_columns()
         return self._add_columns(wave, columns, roots_for, tracking) if columns else wave
+
+    def _lean_wave(self, res: TaskResult, lean: tuple, roots_for: Any, tracking: bool) -> SpoutWave:
+        """The lean path's emits (squall.api.spout_collector): a root and one edge per tracked
+        emit (its one child), the same ids `spout_trees` gives, and the children already split
+        by destination."""
+        keys, vals, buckets, mids = lean
+        n = len(keys)
+        res.emitted = n
+        emits = LeanEmits(keys, vals, buckets)
+        untracked = mids.count(None)
+        if not tracking or untracked == n:
+            self.last_values = []
+            res.outputs.extend(bucket_children(self.component, self.task_id, emits, None, None))
+            return SpoutWave(res, [m for m in mids if m is not None], _EMPTY_U, _EMPTY_U, [])
+        bucket = np.array(keys, np.int64)
+        if self._bucket_tasks is None:
+            self._bucket_tasks = np.array([t for _, t in buckets], np.int64)
+        tracked = None if not untracked else np.fromiter((m is not None for m in mids), bool, n)
+        rows = np.arange(n) if tracked is None else np.flatnonzero(tracked)
+        roots = roots_for(len(rows))
+        edges = edge_ids(roots, rows.astype(np.uint64), np.zeros(len(rows), np.int64), self._bucket_tasks[bucket[rows]])
+        if tracked is None:
+            anchors = Anchors(one_each(n), roots, edges)
+            msg_ids = mids
+        else:
+            off = np.zeros(n + 1, np.int64)
+            np.cumsum(tracked, out=off[1:])
+            anchors = Anchors(off, roots, edges)
+            msg_ids = [m for m in mids if m is not None]
+        children = bucket_children(self.component, self.task_id, emits, bucket, anchors)
+        mark_settling(children, self.settle_to, int(roots[0]), kept=True)  # edges to settling tasks stay here
+        res.outputs.extend(children)
+        self.last_values = EmitValues(emits, bucket, rows)  # for the dead-letter sink, made when read
+        return SpoutWave(res, msg_ids, roots, edges, [])  # one edge per root: its init value
 
     def _add_columns(self, wave: SpoutWave, columns: list[tuple], roots_for: Any, tracking: bool) -> SpoutWave:
         """The wave's column emits (SpoutOutputCollector.emit_batch of columns), added to its trees."""

@@ -204,3 +204,51 @@ def test_a_one_field_streams_children_leave_flat_and_arrive_as_rows():
         assert got.flat == b.flat and got.values == [[w] for w in b.flat]
     sent = sorted(w for _, b in words for w in b.flat)
     assert sent == sorted(w for row in _batch(5).values for w in row[1].split())
+
+
+class TwoStreams(Spout):
+    """Emits each row on a fields-grouped one-field stream and a shuffled two-field one; one row
+    in five without a msg id (untracked)."""
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+        d.declare(["tid", "text"], stream="pairs")
+
+    def open(self, conf, ctx, c):
+        self.c, self.i = c, 0
+
+    def next_tuple(self):
+        i = self.i
+        self.i += 1
+        mid = None if i % 5 == 4 else i
+        self.c.emit([f"w{i % 13}"], msg_id=mid)
+        self.c.emit([i, f"t{i}"], msg_id=None if mid is None else -i - 1, stream="pairs")
+
+
+def _spout_wave(lean: bool, n: int = 500):
+    from squall.engine.spout_task import SpoutTask
+
+    b = TopologyBuilder()
+    b.set_spout("src", TwoStreams())
+    b.set_bolt("words", Sink(), 3).fields_grouping("src", ["word"])
+    b.set_bolt("pairs", KeepAll(), 2).shuffle_grouping("src", "pairs")
+    st = SpoutTask(b.create_topology(), "src", 0, Config(), TwoStreams())
+    if not lean:
+        for so in st.streams.values():
+            so.bucket = -1
+    st.open()
+    st.begin()
+    for _ in range(n):
+        st.spout.next_tuple()
+    first = 1 << 33  # the same root ids for both runs
+    return st, st.end(lambda k: np.arange(first, first + k, dtype=np.uint64), True)
+
+
+def test_a_spouts_lean_emits_start_the_same_trees_as_the_general_path():
+    (lst, lean), (_, general) = _spout_wave(True), _spout_wave(False)
+    assert lean.msg_ids == general.msg_ids and len(lean.msg_ids) == 800  # 4 in 5 rows, on two streams
+    assert lean.roots.tolist() == general.roots.tolist()
+    assert lean.init_vals.tolist() == general.init_vals.tolist() and lean.init_vals.all()
+    assert _children(lean.result) == _children(general.result)
+    assert [list(v) for v in lst.last_values] == [list(v) for v in _spout_wave(False)[0].last_values]
+    assert lst.collector.take_recorded() == []  # nothing was left on the general path
