@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.rebinding import current_collector
-from squall.api.streams import StreamOut, bad_arity, bad_stream, check_values
+from squall.api.streams import StreamOut, checked_emit
 from squall.api.tuple import Tuple
 
 
@@ -130,7 +130,7 @@ class OutputCollector:
     def emit(self, values: list, anchors: Tuple | Sequence[Tuple] | None = None, stream: str = "default") -> list[int]:
         so = self._streams.get(stream)
         if so is None or type(values) is not list or len(values) != so.nfields or so.direct:
-            values = self._check(so, values, stream)
+            values = checked_emit(so, values, self._streams, self._component, stream)  # or says what is wrong
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
         if so.unrouted and not self._record_all:
@@ -150,27 +150,10 @@ class OutputCollector:
         self._emits.append((so, values, anchors, targets, self.input_row))
         return targets
 
-    def _check(self, so: StreamOut | None, values: Any, stream: str) -> list:
-        """The slow path of emit: say precisely what is wrong, or normalize the values."""
-        if so is None:
-            raise bad_stream(self._component, stream, self._streams)
-        values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise bad_arity(so, values)
-        if so.direct:
-            raise ValueError(
-                f"component {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
-            )
-        return values
-
     def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,
                     stream: str = "default") -> None:
         so = self._streams.get(stream)
-        if so is None:
-            raise bad_stream(self._component, stream, self._streams)
-        values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise bad_arity(so, values)
+        values = checked_emit(so, values, self._streams, self._component, stream, direct=True)
         if not so.direct:
             raise ValueError(
                 f"component {self._component!r}: emit_direct on stream {stream!r}, which is not declared direct "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.api.streams import StreamOut, bad_arity, bad_stream, check_values
+from squall.api.streams import StreamOut, checked_emit
 from squall.reliability.roots import SharedRoot
 
 _UNSET = object()
@@ -93,16 +93,7 @@ class SpoutOutputCollector:
             self._lean_vals[b].append(values[0] if nf == 1 else values)
             self._lean_mids.append(msg_id)
             return [so.pick_tasks[p]]
-        if so is None:
-            raise bad_stream(self._component, stream, self._streams)
-        if type(values) is not list:
-            values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise bad_arity(so, values)
-        if so.direct:
-            raise ValueError(
-                f"spout {self._component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)"
-            )
+        values = checked_emit(so, values, self._streams, self._component, stream, who="spout")
         if self._lean_keys:
             self._lean_to_general()
         targets = so.route(values)
@@ -111,11 +102,7 @@ class SpoutOutputCollector:
 
     def emit_direct(self, task: int, values: list, msg_id: Any = None, stream: str = "default") -> None:
         so = self._streams.get(stream)
-        if so is None:
-            raise bad_stream(self._component, stream, self._streams)
-        values = check_values(values, self._component)
-        if len(values) != so.nfields:
-            raise bad_arity(so, values)
+        values = checked_emit(so, values, self._streams, self._component, stream, who="spout", direct=True)
         if not so.direct or task not in so.direct_tasks:
             raise ValueError(
                 f"spout {self._component!r}: emit_direct(task={task}) on stream {stream!r} needs a direct stream "

@@ -72,3 +72,18 @@ def check_values(values: Any, component: str) -> list:
     raise TypeError(
         f"component {component!r} emitted {values!r}: values must be a list (one entry per declared field)"
     )
+
+
+def checked_emit(so: StreamOut | None, values: Any, streams: dict[str, StreamOut], component: str, stream: str,
+                 who: str = "component", direct: bool = False) -> list:
+    """An emit's values normalized, or the error that says precisely what is wrong: the stream
+    is not declared, the values are not a list of the declared length, or (`emit`, not
+    `emit_direct`: `direct` False) the stream is direct."""
+    if so is None:
+        raise bad_stream(component, stream, streams)
+    values = check_values(values, component)
+    if len(values) != so.nfields:
+        raise bad_arity(so, values)
+    if so.direct and not direct:
+        raise ValueError(f"{who} {component!r}: stream {stream!r} is declared direct; use emit_direct(task, ...)")
+    return values
