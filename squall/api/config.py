@@ -33,6 +33,10 @@ class Config(dict):
     # Spark's checkpoint directory (default: a temp dir, only on local[...] masters; on a cluster
     # it must be shared: hdfs://, s3a://, or under squall.shared.paths)
     SQUALL_CHECKPOINT_DIR = "squall.checkpoint.dir"
+    # How the Spark engine cuts its lineage every 25 waves: "local" (the cached blocks are the
+    # checkpoint), "reliable" (files in the checkpoint directory) or "auto": local when every task
+    # runs in the driver's JVM (local[...]), reliable on a cluster (engine/spark/checkpoints.py)
+    SQUALL_SPARK_CHECKPOINT = "squall.spark.checkpoint"
     SQUALL_SHARED_PATHS = "squall.shared.paths"  # mount points every cluster host sees (list or "a,b")
 
     DEFAULTS: dict[str, Any] = {
@@ -69,6 +73,7 @@ class Config(dict):
         # Spark's own logs (Java traces of failed tasks): None sends them to a file whose path the
         # lost-wave warning gives; a log4j level ("WARN", "INFO", ...) shows them on the console.
         SQUALL_SPARK_LOG_LEVEL: None,
+        SQUALL_SPARK_CHECKPOINT: "auto",
     }
 
     def set_debug(self, on: bool) -> None:

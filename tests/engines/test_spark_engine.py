@@ -70,34 +70,38 @@ def join_topology():
     return feeder, tracker, b.create_topology()
 
 
-def run_rounds(cluster_kwargs, kill_workers_between=False, evict_between=False):
-    """Eight rounds of joins; with `kill_workers_between`, this session's Python processes are
-    killed after rounds 2 and 5; with `evict_between`, the cached outputs that carry the instances
-    are dropped then (as Spark drops blocks when memory runs short), so the next wave rebuilds
-    them from their lineage, back to the first wave's spout input. Returns what was emitted and
+def run_rounds(cluster_kwargs, kill_workers_between=False, evict_between=False, rounds=8, at=(2, 5), checks=None):
+    """`rounds` rounds of joins; with `kill_workers_between`, this session's Python processes are
+    killed after the rounds `at`; with `evict_between`, the cached outputs that carry the
+    instances are dropped then (as Spark drops blocks when memory runs short; not a local
+    checkpoint's, which Spark spills to disk), so the next wave rebuilds them from their lineage,
+    back to the first wave's spout input or the last checkpoint. Returns what was emitted and
     acked, and how many workers (the processes the pyspark daemon forked, which hold the carried
-    instances) were killed each time."""
+    instances) were killed each time. `checks` is called with the coordinator at the end."""
     feeder, tracker, topo = join_topology()
     killed = []
     with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("join", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, topo)
         msg = 0
-        for rnd in range(8):
+        for rnd in range(rounds):
             for k in range(6):
                 side = "left" if (rnd + k) % 3 == 0 else "right"
                 feeder.feed([f"k{k}", side], msg)
                 msg += 1
             cluster.wait_idle()
-            if kill_workers_between and rnd in (2, 5):
+            if kill_workers_between and rnd in at:
                 procs = kill_python_workers(cluster_kwargs["spark"])
                 pids = {p.pid for p in procs}
                 killed.append(sum(p.ppid in pids for p in procs))  # children of the killed daemon
-            if evict_between and rnd in (2, 5):
+            if evict_between and rnd in at:
                 executor = cluster.coordinator("join").executor
                 for out in executor._good:
-                    out.unpersist(blocking=True)
+                    if not executor.checkpoints.holds(out):
+                        out.unpersist(blocking=True)
                 killed.append(len(kill_python_workers(cluster_kwargs["spark"])))  # and the instances they hold
         coord = cluster.coordinator("join")
+        if checks is not None:
+            checks(coord)
         emitted = coord.captured["join"]["default"]
         return ({task: list(v) for task, v in emitted.items()}, sorted(tracker.acked), sorted(tracker.failed),
                 coord.pending_count), killed
@@ -129,25 +133,71 @@ def test_bolt_state_rebuilt_from_lineage_after_evicted_caches(spark_session):
     assert spark == local
 
 
-def test_checkpoint_files_of_old_waves_are_removed(spark_session):
-    """Over four checkpoints, each level's files of all but the last two are deleted (Spark never
-    deletes them: a topology left running filled its checkpoint directory)."""
+def test_bolt_state_rebuilt_from_a_local_checkpoint_after_evicted_caches(spark_session):
+    """On a local master the checkpoint is local (its cached blocks, nothing written): caches
+    dropped three waves after it are rebuilt from it and the spout input held since."""
+    rounds, evict_at = CHECKPOINT_EVERY_WAVES + 6, CHECKPOINT_EVERY_WAVES + 2
+    seen = {}
+
+    def checks(coord):
+        executor = coord.executor
+        seen.update(kind=executor.checkpoints.kind, written=executor.checkpoints.written, cut=executor._inputs.cut_at,
+                    files=checkpointed_rdds(spark_session))
+
+    before = checkpointed_rdds(spark_session)
+    local, _ = run_rounds({"engine": "local"}, rounds=rounds)
+    spark, killed = run_rounds({"engine": "spark", "spark": spark_session}, evict_between=True, rounds=rounds,
+                               at=(evict_at,), checks=checks)
+    assert seen["kind"] == "local" and seen["written"] == 2 and seen["cut"] == CHECKPOINT_EVERY_WAVES
+    assert seen["files"] == before  # nothing written to the checkpoint directory
+    assert len(killed) == 1 and killed[0] >= 1
+    assert spark == local
+
+
+def test_checkpoint_kind_is_checked_at_submit(spark_session):
+    """A kind that does not exist, or a local checkpoint where executors are JVMs of their own
+    (it would be the only copy of their state), is refused and the message says what to use."""
+    from squall.engine.spark.checkpoints import checkpoint_kind
+
+    with pytest.raises(ValueError, match="'local', 'reliable'"):
+        checkpoint_kind({Config.SQUALL_SPARK_CHECKPOINT: "disk"}, "local[2]")
+    with pytest.raises(ValueError, match="use 'reliable'"):
+        checkpoint_kind({Config.SQUALL_SPARK_CHECKPOINT: "local"}, "spark://host:7077")
+    assert checkpoint_kind({}, "local[2,4]") == "local"
+    assert checkpoint_kind({}, "local-cluster[2,1,1024]") == "reliable"
+    assert checkpoint_kind({Config.SQUALL_SPARK_CHECKPOINT: "reliable"}, "local[2]") == "reliable"
+    feeder, _, topo = join_topology()
+    with LocalCluster(engine="spark", spark=spark_session) as cluster, pytest.raises(ValueError, match="disk"):
+        cluster.submit_topology("bad", {Config.SQUALL_SPARK_CHECKPOINT: "disk"}, topo)
+
+
+@pytest.mark.parametrize("kind", ["reliable", "local"])
+def test_old_checkpoints_are_removed(spark_session, kind):
+    """Over four checkpoints, each level's checkpoint of all but the last two is removed: files
+    (Spark never deletes them: a topology left running filled its checkpoint directory), or a
+    local checkpoint's cached blocks (kept until then, though newer waves are good)."""
     feeder, tracker, topo = join_topology()
     deleted = []
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
-        cluster.submit_topology("ckpt", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}, topo)
-        files = cluster.coordinator("ckpt").executor.checkpoint_files
-        files._delete = lambda path, _d=files._delete: (deleted.append(path), _d(path))
+        cluster.submit_topology("ckpt", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000,
+                                         Config.SQUALL_SPARK_CHECKPOINT: kind}, topo)
+        files = cluster.coordinator("ckpt").executor.checkpoints
+        files._remove = lambda old, _r=files._remove: (deleted.append(old), _r(old))
         for i in range(4 * CHECKPOINT_EVERY_WAVES + 2):
             feeder.feed([f"k{i % 5}", "right"], i)
             cluster.wait_idle()  # a wave each
         kept = [p for paths in files._kept for p in paths]
+        persisted = {int(i) for i in spark_session.sparkContext._jsc.getPersistentRDDs().keySet()}
     levels = 2
-    assert files.written == 4 * levels and len(kept) == 2 * levels
-    assert sorted(deleted) == sorted(set(deleted)) and len(deleted) == files.removed == 2 * levels
+    assert files.kind == kind and files.written == 4 * levels and len(kept) == 2 * levels
+    assert len({id(d) for d in deleted}) == len(deleted) == files.removed == 2 * levels
     assert sorted(tracker.acked) == list(range(4 * CHECKPOINT_EVERY_WAVES + 2))
-    on_disk = lambda p: Path(urlparse(p).path).exists()  # noqa: E731
-    assert all(on_disk(p) for p in kept) and not any(on_disk(p) for p in deleted)
+    if kind == "reliable":
+        on_disk = lambda p: Path(urlparse(p).path).exists()  # noqa: E731
+        assert all(on_disk(p) for p in kept) and not any(on_disk(p) for p in deleted)
+    else:  # the blocks of the kept checkpoints are still cached, of the removed ones not
+        assert {o.id() for o in kept} <= persisted and not {o.id() for o in deleted} & persisted
+        assert all(o.isLocallyCheckpointed() for o in kept)
 
 
 def spark_attempt() -> tuple[int, int, int]:
@@ -242,8 +292,10 @@ ROUNDS = CHECKPOINT_EVERY_WAVES + 7  # one checkpoint, with waves after it resum
 POISON_ROUND, PER_ROUND = 10, 10
 
 
-@pytest.mark.parametrize("at_once", [False, True], ids=["round_by_round", "two_waves_in_flight"])
-def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(spark_session, tmp_path, at_once):
+@pytest.mark.parametrize(("at_once", "kind"), [(False, "local"), (True, "local"), (False, "reliable")],
+                         ids=["round_by_round", "two_waves_in_flight", "round_by_round_reliable_checkpoint"])
+def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(spark_session, tmp_path, at_once,
+                                                                              kind):
     """Every value runs through the recording bolts exactly once over >= 30 waves, though the
     carried state is checkpointed on the way and a poison root kills its wave again and again
     until the coordinator has bisected it out and dead-lettered it. The poison dies at level 1,
@@ -260,7 +312,7 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     b.set_bolt("a", RecordExecutions(str(first)), parallelism=2).shuffle_grouping("gate")
     b.set_bolt("b", RecordExecutions(str(second)), parallelism=3).fields_grouping("a", ["v"])
     conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(tmp_path / "dead.jsonl"),
-            Config.SQUALL_WAVES_IN_FLIGHT: 2}
+            Config.SQUALL_WAVES_IN_FLIGHT: 2, Config.SQUALL_SPARK_CHECKPOINT: kind}
     if at_once:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
     checkpoints_before = checkpointed_rdds(spark_session)
@@ -290,7 +342,9 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     assert not input_dir.exists()  # removed with the topology
     # the checkpoint and the bisection both happened
     assert jobs_done >= CHECKPOINT_EVERY_WAVES + 5
-    assert len(checkpointed_rdds(spark_session) - checkpoints_before) >= 3  # each level's carried state
+    assert coord.executor.checkpoints.written >= 3  # each level's carried state
+    if kind == "reliable":
+        assert len(checkpointed_rdds(spark_session) - checkpoints_before) >= 3
     assert coord.lost_waves >= 3 and len(lost_errors) == coord.lost_waves
     assert bisected_parts >= 2
     assert len(marker_lines(crashes)) >= coord.lost_waves  # every lost job killed a worker

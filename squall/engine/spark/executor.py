@@ -28,7 +28,7 @@ from squall.api.config import Config
 from squall.api.topology import StormTopology
 from squall.engine.sealing import dumps
 from squall.engine.spark import worker
-from squall.engine.spark.checkpoint_files import CheckpointFiles
+from squall.engine.spark.checkpoints import Checkpoints, checkpoint_kind
 from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
@@ -76,6 +76,7 @@ class SparkExecutor:
         # Bolts only: spouts (and Trident's batch metadata they keep) run on the driver, one host.
         check_cluster_resources(self.sc.master, conf,
                                 {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
+        checkpoints = checkpoint_kind(conf, self.sc.master)
         if conf.get(Config.SQUALL_CHECKPOINT_DIR):
             self.sc.setCheckpointDir(str(conf[Config.SQUALL_CHECKPOINT_DIR]))
         self.topology = topology
@@ -90,7 +91,7 @@ class SparkExecutor:
             raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
         self._inputs = SpoutInputs(self.sc.master)
-        self.checkpoint_files = CheckpointFiles(self.sc)
+        self.checkpoints = Checkpoints(self.sc, checkpoints)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         # per level: the persisted output (it carries the instances) of the last wave submitted,
         # which the next wave builds on, and of the last wave whose job succeeded
@@ -179,7 +180,7 @@ class SparkExecutor:
             out.is_cached = True  # RDD.persist(), with the storage level looked up once
             out._jrdd.persist(self._jvm.memory_only)
             if checkpoint:
-                out.checkpoint()  # cut the lineage now and then; written from the cache after the job
+                self.checkpoints.mark(out)  # cut the lineage now and then; from the cache, after the job
             outs.append(out)
         return outs, checkpoint
 
@@ -203,11 +204,12 @@ class SparkExecutor:
                 raise WaveLost(astray)
             return None
         for old in self._good:
-            old.unpersist(blocking=False)
+            if not self.checkpoints.holds(old):  # a local checkpoint's blocks are later waves' lineage
+                old.unpersist(blocking=False)
         self._good = job.outs
-        if job.checkpointed is not None:  # its checkpoint is written: earlier builds never run again
+        if job.checkpointed is not None:  # its checkpoint is done: earlier builds never run again
             self._inputs.cut(job.checkpointed)
-            self.checkpoint_files.written_for(job.outs)
+            self.checkpoints.written_for(job.outs)
         self.waves += 1
         return out
 
@@ -274,6 +276,7 @@ class SparkExecutor:
         for out in {id(o): o for o in [*self._state, *self._good]}.values():
             out.unpersist(blocking=False)
         self._state = self._good = []
+        self.checkpoints.close()
         self._inputs.close()
         try:
             self._blob.unpersist()
