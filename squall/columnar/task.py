@@ -28,7 +28,7 @@ from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_o
 from squall.reliability.bolt_trees import batch_anchors, execute_salt
 from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
-from squall.reliability.settled import sent_of
+from squall.reliability.settled import sent_of, settled_row_ids
 
 _I64 = np.int64
 _U64 = np.uint64
@@ -144,7 +144,7 @@ class ColumnarBoltTask(BoltTask):
                                                                  out_ack, salt, res.emitted, self.settle_to)
                 else:
                     if keys is None:
-                        keys = keys_of(anchors, salt)
+                        keys = keys_of(anchors, salt, settled_row_ids(batch))
                     child_anchors = anchor_rows(anchors, keys, em.anchors, row_ordinals(em.anchors, base),
                                                 child_row, child_target, out_ack)
                 if i + 1 < len(emits):

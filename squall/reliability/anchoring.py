@@ -41,19 +41,33 @@ class Anchors:
         return np.diff(self.off)
 
 
-def keys_of(anchors: Anchors, salt: int) -> np.ndarray:
-    """Per row: its identity (from its first root and value) or, untracked, a salted position."""
+def keys_of(anchors: Anchors, salt: int, row_ids: np.ndarray | None = None) -> np.ndarray:
+    """Per row: its identity (from its first root and value) or, untracked, a salted position.
+
+    A row of a batch that settles whole has no edge value (0: reliability/settled.py), so its
+    rows of one root would share a key, and children they emit alike the same edge: two of them
+    anchoring one tuple (a join) XORed it out of the tree, which then completed with that tuple
+    still held. `row_ids` (settled.settled_row_ids, per row) stand in for a value of 0."""
     n = len(anchors.off) - 1
     counts = anchors.counts
     tracked = counts > 0
     if n and tracked.all():  # every row tracked: no salted positions needed
         first = anchors.off[:-1]
-        return row_keys(anchors.root[first], anchors.val[first])
+        return row_keys(anchors.root[first], _first_vals(anchors.val[first], row_ids))
     keys = mix64(np.arange(n, dtype=_U64) + _U64(salt & 0xFFFFFFFFFFFFFFFF))
     if tracked.any():
         first = anchors.off[:-1][tracked]
-        keys[tracked] = row_keys(anchors.root[first], anchors.val[first])
+        keys[tracked] = row_keys(anchors.root[first], _first_vals(anchors.val[first],
+                                                                  None if row_ids is None else row_ids[tracked]))
     return keys
+
+
+def _first_vals(vals: np.ndarray, row_ids: np.ndarray | None) -> np.ndarray:
+    """The rows' first values, a row id where it is 0 (no edge: a settled row)."""
+    if row_ids is None:
+        return vals
+    zero = vals == 0
+    return row_ids if zero.all() else np.where(zero, row_ids, vals)
 
 
 def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,15 +59,17 @@ def execute_salt(task_id: int, wave: int) -> int:
 
 
 def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
-                    out_ack: np.ndarray, settling: np.ndarray | None = None) -> Anchors | None:
+                    out_ack: np.ndarray, settling: np.ndarray | None = None,
+                    row_ids: np.ndarray | None = None) -> Anchors | None:
     """Edges for every anchored child of a batch; returns the children's anchors_to_ids and
     XORs each edge into `out_ack` (per input row) or into a held anchor's own out value. A
     child anchored to this batch's rows and sent to a task in `settling` (sorted ids) gets no
-    edge: that task settles its batch whole (reliability/settled.py)."""
+    edge: that task settles its batch whole (reliability/settled.py). `row_ids`: the batch's,
+    if it settles whole (settled.settled_row_ids)."""
     tracked = anchors is not None and len(anchors.root) > 0
     if not ((tracked and len(ix.pair_emit)) or ix.foreign or ix.held):
         return None
-    keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt)
+    keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt, row_ids)
     ne = len(ix.values)
     nc = len(ix.child_emit)
     ccount = np.bincount(ix.child_emit, minlength=ne)
@@ -103,14 +105,15 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 
 def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
-                    out_ack: np.ndarray, settling: np.ndarray | None = None) -> Anchors | None:
+                    out_ack: np.ndarray, settling: np.ndarray | None = None,
+                    row_ids: np.ndarray | None = None) -> Anchors | None:
     """`anchor_children` for children each anchored to the input that emitted it (the lean
     path's emits: squall.api.collectors.LeanEmits), one child per emit, in emit order: `rows`,
     `ords` and `targets` are per child its input row, its ordinal within that input's execute
     and its task. The same edges as `anchor_children` makes for the same emits."""
     if anchors is None or not len(anchors.root):
         return None
-    keys = keys_of(anchors, salt)
+    keys = keys_of(anchors, salt, row_ids)
     contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack, settling)
     return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Any, NamedTuple
 
-from squall.reliability.ids import derived_salt
+import numpy as np
+
+from squall.reliability.ids import derived_salt, mix64
 
 
 class Sent(NamedTuple):
@@ -48,6 +50,17 @@ def mark_settling(children: list[tuple[int, Any]], settling: Container[int], sal
     for k, (target, b) in enumerate(children):
         if target in settling and b.anc_off is not None and len(b.anc_root) and (kept or not b.anc_val.any()):
             b.anc_settle = derived_salt(salt, first + k, target)
+
+
+def settled_row_ids(batch: Any) -> np.ndarray | None:
+    """Per row of a batch that settles whole (or of the parts a concatenated one was made of),
+    an id no other row of the wave has: its batch's id mixed with its position. It stands in for
+    the edge value the row does not have in its identity (anchoring.keys_of). None: not settled."""
+    parts = batch.row_parts() if hasattr(batch, "row_parts") else [(getattr(batch, "anc_settle", None), len(batch))]
+    if all(sid is None for sid, _ in parts):
+        return None
+    return np.concatenate([mix64(np.arange(n, dtype=np.uint64) + np.uint64((sid or 0) & 0xFFFFFFFFFFFFFFFF))
+                           for sid, n in parts])
 
 
 def sent_of(children: list[tuple[int, Any]]) -> list[Sent]:

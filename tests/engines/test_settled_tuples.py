@@ -8,14 +8,17 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 
-from squall import BasicBolt, Config, LocalCluster, Spout, TopologyBuilder
+from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from squall.api.components import FailedException
+from squall.columnar import ColumnarBolt
 from squall.engine.bolt_task import BoltTask
 from squall.engine.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.settled import kept_edges, unsettled
+from squall.testing import FeederSpout, complete_topology
 from tests.support.settled_loss import run_dropping_first_settled
 
 
@@ -136,3 +139,76 @@ def test_a_spout_batch_nobody_settled_loses_its_wave(monkeypatch):
     are acked on the driver: the wave is lost and its tuples replay. Simulated on the local
     engine by dropping a split task's first Settled."""
     run_dropping_first_settled(monkeypatch, BoltTask, "split", _topology(500), 500, "s")
+
+
+class Echo(BasicBolt):
+    """One child per word, anchored to it (a BasicBolt anchors to its input)."""
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+
+    def execute(self, t, c):
+        c.emit([t[0]])
+
+
+class ColumnarEcho(ColumnarBolt):
+    """The same, for a whole batch: each row's child anchored to it."""
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+
+    def execute_batch(self, batch, c):
+        c.emit_batch({"word": batch.column(0)}, np.arange(batch.num_rows))
+
+
+class JoinOrHold(Bolt):
+    """Pairs its inputs and emits one child anchored to both (Storm's multi-anchoring), then
+    acks both parents."""
+
+    def prepare(self, conf, ctx, c):
+        self.c, self.waiting = c, []
+
+    def declare_output_fields(self, d):
+        d.declare(["pair"])
+
+    def execute(self, t):
+        self.waiting.append(t)
+        if len(self.waiting) == 2:
+            a, b = self.waiting
+            self.waiting = []
+            self.c.emit([f"{a[0]}+{b[0]}"], anchors=[a, b])
+            self.c.ack(a)
+            self.c.ack(b)
+
+
+class HoldAll(Bolt):
+    def prepare(self, conf, ctx, c):
+        self.held = []
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        self.held.append(t)
+
+
+@pytest.mark.parametrize("echo", ["basic", "columnar"])
+@pytest.mark.parametrize("held", [True, False], ids=["a_child_held", "all_acked"])
+def test_children_of_settled_rows_of_one_tree_keep_their_own_edges(cluster_kwargs, echo, held):
+    """A settled batch's rows have no edge value, so rows of one sentence once shared their
+    identity, and the children they emitted alike the same edge id: the two children the join
+    anchors to were XORed out of the tree together, and the sentence was acked while its
+    join's child was still held (found by test_properties). Now the sentence waits for it."""
+    b = TopologyBuilder()
+    b.set_spout("src", FeederSpout(["sentence"]))
+    b.set_bolt("split", Split()).shuffle_grouping("src")
+    b.set_bolt("echo", Echo() if echo == "basic" else ColumnarEcho()).shuffle_grouping("split")
+    b.set_bolt("join", JoinOrHold(), parallelism=2).all_grouping("echo")  # two children a row: no derived edges
+    b.set_bolt("end", HoldAll() if held else Count()).global_grouping("join")
+    result = complete_topology(b.create_topology(), {"src": [["a b"], ["c d e f"]]},
+                               conf={Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, **cluster_kwargs)
+    assert len(result.emitted("join")) == 6  # a+b, c+d, e+f in each join task
+    if held:  # the join's children are held at "end": both sentences time out
+        assert result.acked("src") == [] and sorted(result.failed("src")) == [0, 1]
+    else:
+        assert sorted(result.acked("src")) == [0, 1] and result.failed("src") == []
