@@ -192,17 +192,18 @@ class Coordinator:
         active = [st for st in self.spouts if st.active]
         budget = self.wave_tuples if self.sizer is None or not active \
             else -(-self.sizer.wave_budget() // len(active))
-        full = False
+        full = capped = False
         for st in active:
-            res = self._call_spout(st, budget)
+            res, allowed = self._call_spout(st, budget)
             emitted += res.emitted
             full = full or res.emitted >= budget
+            capped = capped or allowed < budget and res.emitted >= allowed
             outputs.extend(res.outputs)
         empty = np.zeros(0, np.uint64)
         init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
         init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
         self._spout_roots = []
-        return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full)
+        return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full, capped)
 
     def _settle(self, done: Done) -> tuple[int, int, int]:
         """Waves whose jobs ended: acks into the ledger, verdicts to the spouts."""
@@ -222,8 +223,8 @@ class Coordinator:
                 self.watch.metrics.add(st.component, st.task_id, delta)
         self.watch.end_wave()
 
-    def _call_spout(self, st: SpoutTask, budget: int):
-        """One spout task's pulls for the wave, at most `budget` emits (and what max pending leaves)."""
+    def _call_spout(self, st: SpoutTask, budget: int) -> tuple[Any, int]:
+        """One spout task's pulls for the wave, at most `budget` emits or what max pending leaves (returned)."""
         res = st.begin()
         if self.tracking and self.max_pending:
             budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
@@ -252,7 +253,7 @@ class Coordinator:
             stats.failed += 1
             self.watch.failed(st.task_id, [reason.kind])
             self._spout_fail(st, m, reason)
-        return res
+        return res, budget
 
     @staticmethod
     def _pull(st: SpoutTask, res: Any, budget: int, deadline: float) -> None:

@@ -1,8 +1,9 @@
 """Waves in flight (`squall.waves.in.flight`): on an executor that can run several waves' jobs at
 once (Spark's `submit_wave`), the driver builds the next wave (ticks, checkpoints, spout pulls)
 and submits it while the one before still runs, instead of waiting with the cores idle in
-between. That pays under a heavy load only (the spouts fill their waves): a wave they did not
-fill is waited for at once, as the one wave running, so light loads keep their latency. Each
+between. That pays under a heavy load only (the spouts fill their waves, or max spout pending
+cuts them short): a wave they did not fill is waited for at once, as the one wave running, so
+light loads keep their latency. Each
 task of a wave takes its State from the previous wave's output, so the executor orders a
 task's waves; the driver settles waves in the order they were submitted.
 
@@ -36,7 +37,8 @@ class BuiltWave:
     init_roots: np.ndarray
     init_vals: np.ndarray
     emitted: int
-    full: bool
+    full: bool  # a spout emitted its whole budget (it had more): what the wave sizer grows on
+    capped: bool = False  # max spout pending cut a spout's budget, and it emitted all that was left
     job: Any = None  # the executor's submitted wave (result() / drop())
 
 
@@ -79,9 +81,11 @@ class InFlight:
         built.job = self.executor.submit_wave(built.outputs, built.wave, self.wave_time())
         self.submitted_behind += bool(self.waves)
         self.waves.append(built)
-        # A wave the spouts did not fill (a light load, or max spout pending reached) is waited
-        # for at once: another wave would only share the cores with it and hold its tuples longer.
-        keep = self.depth - 1 if built.full else 0
+        # A wave the spouts did not fill (a light load) is waited for at once: another wave would
+        # only share the cores with it and hold its tuples longer. One max spout pending cut
+        # short is a heavy load (the spouts had more): waiting for it emptied the pipeline every
+        # other wave (columnar word count: no job running 16% of the time, against 3% unacked).
+        keep = self.depth - 1 if built.full or built.capped else 0
         done: Done = []
         while len(self.waves) > keep:
             done.extend(self._settle_oldest())
