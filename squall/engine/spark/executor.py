@@ -30,6 +30,7 @@ from squall.engine.sealing import dumps
 from squall.engine.spark import worker
 from squall.engine.spark.checkpoints import Checkpoints, checkpoint_kind
 from squall.engine.spark.host_local import check_cluster_resources
+from squall.engine.spark.jvm import JvmHandles
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
 from squall.engine.spark.session import get_or_create_session
@@ -72,7 +73,6 @@ class SparkExecutor:
         else:
             self.spark = spark
         self.sc = self.spark.sparkContext
-        self._jvm = JvmHandles(self.sc)
         # Bolts only: spouts (and Trident's batch metadata they keep) run on the driver, one host.
         check_cluster_resources(self.sc.master, conf,
                                 {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
@@ -93,6 +93,7 @@ class SparkExecutor:
         self._inputs = SpoutInputs(self.sc.master)
         self.checkpoints = Checkpoints(self.sc, checkpoints)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
+        self._jvm = JvmHandles(self.sc, self._blob)
         # per level: the persisted output (it carries the instances) of the last wave submitted,
         # which the next wave builds on, and of the last wave whose job succeeded
         self._state: list[Any] = []
@@ -164,8 +165,8 @@ class SparkExecutor:
         for level in range(1, layout.depth + 1):
             fn = worker.run_level(self.uid, self._blob, wave, level, carried if level == 1 else None, now)
             if level == 1:
-                base = _raw(sc, prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd)
-                out = base.mapPartitionsWithIndex(fn)
+                base = prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd
+                out = _raw(sc, self._jvm.map_partitions(base, fn))
             else:
                 before = outs[-1]
                 if self._level_state_bytes(level - 1) > STATE_SHUFFLE_BYTES:  # leave its big States behind
@@ -175,8 +176,9 @@ class SparkExecutor:
                 if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
                     # level takes its State from the cached side and leaves the rest (records carry their wave)
                     shuffled = self._union(shuffled, prev[level - 1])
-                out = shuffled.mapPartitionsWithIndex(fn, preservesPartitioning=True)
-            out._bypass_serializer = True  # its step writes bytes keyed for the shuffle (worker.keyed_for_shuffle)
+                out = _raw(sc, self._jvm.map_partitions(shuffled._jrdd, fn, preserves_partitioning=True))
+                out.partitioner = shuffled.partitioner
+            # its step writes bytes keyed for the shuffle (worker.keyed_for_shuffle): read as they are
             out.is_cached = True  # RDD.persist(), with the storage level looked up once
             out._jrdd.persist(self._jvm.memory_only)
             if checkpoint:
@@ -315,20 +317,6 @@ class SubmittedWave:
         except Exception:  # noqa: BLE001, S110 - its wave is run again from the last good state
             pass
         self.executor._finished(self, None)
-
-
-class JvmHandles:
-    """The JVM classes and values a wave's build uses, looked up once: each Py4J lookup is a
-    round trip to the JVM, and a wave made ~86 calls."""
-
-    def __init__(self, sc: Any):
-        from pyspark import StorageLevel  # noqa: PLC0415
-
-        jvm = sc._jvm
-        self.pairwise_rdd = jvm.PairwiseRDD
-        self.python_rdd = jvm.PythonRDD
-        self.python_partitioner = jvm.PythonPartitioner
-        self.memory_only = sc._getJavaStorageLevel(StorageLevel.MEMORY_ONLY)
 
 
 def _raw(sc: Any, jrdd: Any) -> Any:
