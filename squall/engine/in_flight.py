@@ -3,9 +3,9 @@ once (Spark's `submit_wave`), the driver builds the next wave (ticks, checkpoint
 and submits it while the one before still runs, instead of waiting with the cores idle in
 between. That pays under a heavy load only (the spouts fill their waves, or max spout pending
 cuts them short): a wave they did not fill is waited for at once, as the one wave running, so
-light loads keep their latency. Each
-task of a wave takes its State from the previous wave's output, so the executor orders a
-task's waves; the driver settles waves in the order they were submitted.
+light loads keep their latency. Each task of a wave takes its State from the previous wave's
+output, so the executor orders a task's waves; the driver settles waves in the order they were
+submitted.
 
 When a wave is lost, the waves submitted after it built on its state. Their jobs are dropped
 (whatever they did is thrown away with their output), the executor is back on the last good
