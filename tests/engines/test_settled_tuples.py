@@ -161,7 +161,7 @@ class ColumnarEcho(ColumnarBolt):
         c.emit_batch({"word": batch.column(0)}, np.arange(batch.num_rows))
 
 
-class JoinOrHold(Bolt):
+class Join(Bolt):
     """Pairs its inputs and emits one child anchored to both (Storm's multi-anchoring), then
     acks both parents."""
 
@@ -182,6 +182,8 @@ class JoinOrHold(Bolt):
 
 
 class HoldAll(Bolt):
+    """Holds every input: never acks, never fails."""
+
     def prepare(self, conf, ctx, c):
         self.held = []
 
@@ -203,7 +205,7 @@ def test_children_of_settled_rows_of_one_tree_keep_their_own_edges(cluster_kwarg
     b.set_spout("src", FeederSpout(["sentence"]))
     b.set_bolt("split", Split()).shuffle_grouping("src")
     b.set_bolt("echo", Echo() if echo == "basic" else ColumnarEcho()).shuffle_grouping("split")
-    b.set_bolt("join", JoinOrHold(), parallelism=2).all_grouping("echo")  # two children a row: no derived edges
+    b.set_bolt("join", Join(), parallelism=2).all_grouping("echo")  # two children a row: no derived edges
     b.set_bolt("end", HoldAll() if held else Count()).global_grouping("join")
     result = complete_topology(b.create_topology(), {"src": [["a b"], ["c d e f"]]},
                                conf={Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, **cluster_kwargs)
