@@ -82,7 +82,7 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
                  settling: Container[int] = ()) -> ColumnTrees:
     """Output batches, msg ids, roots and init values of a spout task's column emits of a wave
     (emits: (stream out, RecordBatch, msg id per row or None, SharedRoot or None)). A batch to a
-    task in `settling` keeps its edges here (reliability/settled.py: kept_edges)."""
+    task in `settling` has no edges, where they are derived (reliability/settled.py)."""
     out = ColumnTrees([], 0, [], [], [], RowRefs())
     task_salt = mix64_int(task_id ^ SPOUT_SALT)
     for so, data, ids, shared in emits:
@@ -95,13 +95,14 @@ def column_trees(component: str, task_id: int, emits: list[tuple], routes: dict[
             if tracking:
                 roots = roots_for(1)
                 trees = spout_row_trees(np.full(m, roots[0], _U64), np.arange(m), child_row, child_target,
-                                        np.zeros(m, _I64), 1, salt)
+                                        np.zeros(m, _I64), 1, salt, settling)
                 out.values.add(data, 1)
         elif ids is not None:
             out.msg_ids.extend(ids)
             if tracking:
                 roots = roots_for(m)
-                trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m, salt)
+                trees = spout_row_trees(roots, np.zeros(m, _I64), child_row, child_target, np.arange(m), m, salt,
+                                        settling)
                 out.values.add(data, m)
         if trees is not None:
             out.roots.append(roots)

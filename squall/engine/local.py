@@ -13,7 +13,7 @@ from squall.engine.sealing import seal_outputs
 from squall.engine.task_kinds import bolt_task_class
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
-from squall.reliability.settled import kept_edges
+from squall.reliability.settled import sent_of
 
 
 class LocalExecutor:
@@ -37,14 +37,12 @@ class LocalExecutor:
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
         inbox: dict[int, list[TupleBatch]] = {}
-        for target, batch in spout_outputs:  # one marked to settle is seen as it travels: with no edges
-            settles = getattr(batch, "anc_settle", None) is not None
-            inbox.setdefault(target, []).append(copy.copy(batch) if settles else batch)
+        for target, batch in spout_outputs:
+            inbox.setdefault(target, []).append(batch)
         out = WaveOutput()
-        kept = kept_edges(spout_outputs)  # acked by the driver once settled (reliability/settled.py)
-        out.sent.extend(kept.sent)
-        roots: list[np.ndarray] = list(kept.roots)
-        vals: list[np.ndarray] = list(kept.vals)
+        out.sent.extend(sent_of(spout_outputs))  # matched with the Settled records (reliability/settled.py)
+        roots: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
         for task_id in self._order:
             batches = inbox.pop(task_id, None)
             if not batches:

@@ -21,9 +21,8 @@ from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import Anchors
 from squall.reliability.batch import one_each
 from squall.reliability.emits import EmitIndex
-from squall.reliability.ids import edge_ids
 from squall.reliability.pending import FailReason
-from squall.reliability.roots import SharedRoot, spout_trees
+from squall.reliability.roots import SharedRoot, spout_edges, spout_trees
 from squall.reliability.settled import mark_settling
 
 _EMPTY_U = np.zeros(0, np.uint64)
@@ -72,7 +71,8 @@ class SpoutTask(TaskBase):
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
         self._fail_takes_reason = _takes_reason(instance.fail)
         self._acks_in_batches = settles_acks_in_batches(type(instance))
-        self.settle_to = topology.settling_tasks()
+        self.settle_to = topology.settling_tasks()  # edges to them are 0 (reliability/settled.py)
+        self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
         self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:
@@ -138,10 +138,10 @@ class SpoutTask(TaskBase):
         else:
             streams, values, mids, targets = zip(*emits)
             ix = EmitIndex.of_spout(values, streams, targets)
-            trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking)
+            trees = spout_trees(mids, ix.child_emit, ix.child_target, roots_for, tracking, self.settling)
             children = group_children(self.component, self.task_id, len(self.streams), ix, trees.child_anchors)
-            if trees.child_anchors is not None:  # edges to settling tasks stay here (reliability/settled.py)
-                mark_settling(children, self.settle_to, int(trees.roots[0]) if len(trees.roots) else 0, kept=True)
+            if trees.child_anchors is not None:  # batches to settling tasks: no edges (reliability/settled.py)
+                mark_settling(children, self.settle_to, int(trees.roots[0]) if len(trees.roots) else 0)
             res.outputs.extend(children)
             self.last_values = [values[j] for j in trees.tracked_emits]  # kept for the dead-letter sink
             wave = SpoutWave(res, trees.msg_ids, trees.roots, trees.init_vals, rejected)
@@ -167,7 +167,7 @@ class SpoutTask(TaskBase):
         tracked = None if not untracked else np.fromiter((m is not None for m in mids), bool, n)
         rows = np.arange(n) if tracked is None else np.flatnonzero(tracked)
         roots = roots_for(len(rows))
-        edges = edge_ids(roots, rows.astype(np.uint64), np.zeros(len(rows), np.int64), self._bucket_tasks[bucket[rows]])
+        edges = spout_edges(roots, rows.astype(np.uint64), self._bucket_tasks[bucket[rows]], self.settling)
         if tracked is None:
             anchors = Anchors(one_each(n), roots, edges)
             msg_ids = mids
@@ -177,10 +177,10 @@ class SpoutTask(TaskBase):
             anchors = Anchors(off, roots, edges)
             msg_ids = [m for m in mids if m is not None]
         children = bucket_children(self.component, self.task_id, emits, bucket, anchors)
-        mark_settling(children, self.settle_to, int(roots[0]), kept=True)  # edges to settling tasks stay here
+        mark_settling(children, self.settle_to, int(roots[0]))  # to settling tasks: no edges
         res.outputs.extend(children)
         self.last_values = EmitValues(emits, bucket, rows)  # for the dead-letter sink, made when read
-        return SpoutWave(res, msg_ids, roots, edges, [])  # one edge per root: its init value
+        return SpoutWave(res, msg_ids, roots, edges, [])  # one edge per root: its init value (0 to a settling task)
 
     def _add_columns(self, wave: SpoutWave, columns: list[tuple], roots_for: Any, tracking: bool) -> SpoutWave:
         """The wave's column emits (SpoutOutputCollector.emit_batch of columns), added to its trees."""

@@ -147,23 +147,26 @@ def slice_anchors(anchors: Anchors, start: int, end: int) -> Anchors:
 
 
 def spout_row_trees(row_root: np.ndarray, row_pos: np.ndarray, child_row: np.ndarray, child_target: np.ndarray,
-                    root_slot: np.ndarray, n_roots: int,
-                    salt: tuple[int, int] | None = None) -> tuple[Anchors, np.ndarray, dict[int, int] | None]:
+                    root_slot: np.ndarray, n_roots: int, salt: tuple[int, int] | None = None,
+                    settling: Container[int] = ()) -> tuple[Anchors, np.ndarray, dict[int, int] | None]:
     """A spout batch: row i belongs to tree row_root[i] (slot root_slot[i] among the batch's
     roots) and is told apart from the tree's other rows by row_pos[i]. One edge per child;
     returns the children's anchors, each root's init value (the XOR of its edges) and, where
     the edges are derived (one child per row, `salt` given: the spout task's salt and the
-    emit's sequence), each target's salt, else None (see derived_rows)."""
+    emit's sequence), each target's salt, else None (see derived_rows). Derived, a child sent
+    to a task in `settling` gets no edge (0: reliability/settled.py)."""
     nc = len(child_row)
     roots = row_root[child_row]
     salts = None
+    settle: set[int] = set()
     if salt is not None and nc == len(row_root) and nc:
-        edges, salts, _ = _edges_by_target(roots, child_target, salt[0], salt[1])
+        edges, salts, settle = _edges_by_target(roots, child_target, salt[0], salt[1], settling)
     else:
         edges = edge_ids(roots, row_pos[child_row].astype(_U64), np.zeros(nc, _I64), child_target)
     init = np.zeros(n_roots, _U64)
     if salts is not None:  # one child per row: root slots in row order fold as runs
-        _xor_in_row_order(init, root_slot, child_row, edges)
+        if len(settle) < len(salts):  # some children have edges
+            _xor_in_row_order(init, root_slot, child_row, edges)
     else:
         xor_at(init, root_slot[child_row], edges)
     return Anchors(one_each(nc), roots, edges), init, salts

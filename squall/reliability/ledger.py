@@ -24,6 +24,7 @@ from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
 _EMPTY = np.zeros(0, _U64)
+_STAND_IN = _U64(0x9E3779B97F4A7C15)  # the start value of a tree started at 0 that gets messages in the same apply
 
 
 def _unique(a: np.ndarray) -> np.ndarray:
@@ -83,10 +84,19 @@ class AckerLedger:
         completed: list[np.ndarray] = []
         gen = np.uint8(self.gen)
         if len(init_roots):
-            zero = init_vals == 0  # a spout tuple with no subscriber: complete at once
+            # A tree starting at 0 has no edge out on a task that acks it: nothing subscribed to
+            # its spout tuple, or every child went to a task that settles whole (its edge is 0:
+            # reliability/settled.py). With no message in this apply it is complete at once;
+            # else the messages decide, so it starts on a stand-in value that they cancel.
+            zero = init_vals == 0
             if zero.any():
-                completed.append(init_roots[zero])
-                init_roots, init_vals = init_roots[~zero], init_vals[~zero]
+                if len(roots) or len(fail_roots):
+                    init_vals = np.where(zero, _STAND_IN, init_vals)
+                    roots = np.concatenate([roots, init_roots[zero]])
+                    vals = np.concatenate([vals, np.full(int(zero.sum()), _STAND_IN, _U64)])
+                else:
+                    completed.append(init_roots[zero])
+                    init_roots, init_vals = init_roots[~zero], init_vals[~zero]
             self._start(init_roots, init_vals, gen)
         # Fails before acks: a tree failed in this batch is failed even if its acks balance it.
         failed = self._fail(fail_roots) if len(fail_roots) else _EMPTY

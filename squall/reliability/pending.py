@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from squall.reliability.batch import run_starts
+
 
 @dataclass(frozen=True)
 class FailReason:
@@ -31,7 +33,8 @@ TIMEOUT = FailReason("timeout")
 
 
 class _Block:
-    """The roots one spout task started in one call: consecutive ids, one task, one emit time."""
+    """The roots one spout task started in one call: consecutive ids, one task, one emit time,
+    and their msg ids as a list (a whole block acked at once goes to the spout as it is)."""
 
     __slots__ = ("start", "task", "time", "msg_ids", "live", "left")
 
@@ -39,10 +42,31 @@ class _Block:
         self.start = start
         self.task = task
         self.time = time
-        self.msg_ids = np.empty(len(msg_ids), dtype=object)
-        self.msg_ids[:] = msg_ids
+        self.msg_ids = list(msg_ids)  # its own: entries of done trees are cleared
         self.live = np.ones(len(msg_ids), dtype=bool)
         self.left = len(msg_ids)
+
+    def take(self, rs: np.ndarray) -> tuple[np.ndarray, list]:
+        """Take the pending ones of roots `rs` (distinct, all from this block's start on): those
+        roots and their msg ids. Every pending root of the block, in order, costs no step per root."""
+        off = (rs - np.uint64(self.start)).astype(np.int64)
+        n = len(self.live)
+        if len(off) == n == self.left and int(off[-1]) == n - 1 and (n == 1 or bool((off[1:] > off[:-1]).all())):
+            self.left = 0  # the whole block, in order (0 .. n-1): a wave's trees all acked
+            return rs, self.msg_ids
+        inside = off < n
+        if not inside.all():
+            off, rs = off[inside], rs[inside]
+        alive = self.live[off]
+        if not alive.all():
+            off, rs = off[alive], rs[alive]
+        self.live[off] = False
+        self.left -= len(off)
+        ids = self.msg_ids
+        got = [ids[i] for i in off.tolist()]
+        for i in off.tolist():  # a msg id is not kept once its tree is done (it may be large)
+            ids[i] = None
+        return rs, got
 
 
 class Popped(NamedTuple):
@@ -58,8 +82,11 @@ class Popped(NamedTuple):
         if len(parts) == 1:
             rs, got, t = parts[0]
             return cls(rs, got, np.full(len(rs), t))
-        return cls(np.concatenate([p[0] for p in parts]), [m for p in parts for m in p[1]],
-                   np.concatenate([np.full(len(p[0]), p[2]) for p in parts]))
+        msg_ids: list = []
+        for p in parts:
+            msg_ids.extend(p[1])
+        return cls(np.concatenate([p[0] for p in parts]), msg_ids,
+                   np.repeat(np.array([p[2] for p in parts]), [len(p[0]) for p in parts]))
 
 
 class PendingTrees:
@@ -96,29 +123,27 @@ class PendingTrees:
         self._per_task[task] = self._per_task.get(task, 0) + len(roots)
 
     def pop_many(self, roots: np.ndarray) -> dict[int, Popped]:
-        """Remove the given roots that are pending; per spout task, their roots, msg ids and
-        emit times (arrays and a list: a wave's acks are settled without a Python step per root)."""
+        """Remove the given roots (distinct) that are pending; per spout task, their roots, msg
+        ids and emit times (arrays and a list: a wave's acks are settled without a Python step
+        per root)."""
         parts: dict[int, list[tuple[np.ndarray, list, float]]] = {}
         if not len(roots) or not len(self._starts):
             return {}
         roots = np.asarray(roots, np.uint64)
         where = np.searchsorted(self._starts, roots, side="right") - 1
-        ok = where >= 0
-        for b in np.unique(where[ok]).tolist():
-            block = self._blocks[int(self._starts[b])]
-            rs = roots[ok & (where == b)]
-            off = (rs - np.uint64(block.start)).astype(np.int64)
-            inside = off < len(block.live)
-            off, rs = off[inside], rs[inside]
-            alive = block.live[off]
-            off, rs = off[alive], rs[alive]
-            if not len(off):
+        if len(where) > 1 and not bool((where[1:] >= where[:-1]).all()):  # by block, each block's in order
+            order = np.argsort(where, kind="stable")
+            roots, where = roots[order], where[order]
+        bounds = run_starts(where).tolist() + [len(where)]
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            b = int(where[s])
+            if b < 0:  # before the first pending block
                 continue
-            block.live[off] = False
-            got = block.msg_ids[off].tolist()
-            block.msg_ids[off] = None
-            block.left -= len(off)
-            self._per_task[block.task] -= len(off)
+            block = self._blocks[int(self._starts[b])]
+            rs, got = block.take(roots[s:e])
+            if not len(got):
+                continue
+            self._per_task[block.task] -= len(got)
             parts.setdefault(block.task, []).append((rs, got, block.time))
             if block.left == 0:
                 del self._blocks[block.start]

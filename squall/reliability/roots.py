@@ -61,12 +61,28 @@ def _root_owner(root_of_emit: np.ndarray, child_emit: np.ndarray, tracked: list[
     return owner[child_emit]
 
 
+def spout_edges(roots: np.ndarray, pos: np.ndarray, target: np.ndarray, settling: np.ndarray | None) -> np.ndarray:
+    """One edge per child (its root, its position among the root's emits, its target task); 0
+    for a child sent to a task in `settling` (sorted ids), which settles its batch whole: as a
+    bolt's children there, it needs no edge (reliability/settled.py) and none is made."""
+    zero = np.zeros(len(roots), _I64)
+    if settling is None or not len(settling):
+        return edge_ids(roots, pos, zero, target)
+    live = ~np.isin(target, settling)
+    e = np.zeros(len(roots), _U64)
+    if live.any():
+        e[live] = edge_ids(roots[live], pos[live], zero[live], target[live])
+    return e
+
+
 def spout_trees(mids: Sequence[Any], child_emit: np.ndarray, child_target: np.ndarray,
-                roots_for: Callable[[int], np.ndarray], tracking: bool) -> SpoutTrees:
+                roots_for: Callable[[int], np.ndarray], tracking: bool,
+                settling: np.ndarray | None = None) -> SpoutTrees:
     """Roots, edges and init values for a batch of spout emits (msg id per emit, None untracked).
 
     child_emit/child_target: the emit and target task of every child (one per emit and target).
-    roots_for(k) hands out k fresh root ids.
+    roots_for(k) hands out k fresh root ids. A child sent to a task in `settling` gets no edge
+    (`spout_edges`): a root whose children all went there starts at 0.
     """
     tracked = [j for j, m in enumerate(mids) if m is not None]
     shared = [j for j in tracked if type(mids[j]) is SharedRoot]
@@ -86,12 +102,12 @@ def spout_trees(mids: Sequence[Any], child_emit: np.ndarray, child_target: np.nd
         root_of_emit[np.array(shared, _I64)] = root_of_emit[np.array([owner[j] for j in shared], _I64)]
     child_root = root_of_emit[child_emit]
     has = child_root != 0
-    k = int(has.sum())
     # one edge per (emit, target): emits sharing a root are told apart by their position
-    edges = edge_ids(child_root[has], child_emit[has].astype(_U64), np.zeros(k, _I64), child_target[has])
+    edges = spout_edges(child_root[has], child_emit[has].astype(_U64), child_target[has], settling)
     off = np.zeros(len(child_emit) + 1, _I64)
     np.cumsum(has, out=off[1:])
-    # init value per root = XOR of its edges (0 when nothing subscribes: acked at once)
+    # init value per root = XOR of its edges (0 when nothing subscribes, or every child went
+    # to a task that settles whole: the ledger completes it unless the wave's messages hold it)
     slot = np.zeros(len(mids), _U64)
     xor_at(slot, _root_owner(root_of_emit, child_emit[has], tracked, shared), edges)
     return SpoutTrees(tracked, msg_ids, roots, slot[te], Anchors(off, child_root[has], edges))

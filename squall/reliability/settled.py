@@ -7,11 +7,13 @@ again; an unacked child leaves its tree unbalanced. Toward a task that settles w
 8 bytes a row at both ends and on the way, to learn what the wave's end says anyway: every row
 such a task gets is acked or failed (explicitly, with its roots) before the wave ends, or the
 wave is lost. So such a batch travels with its roots and no edge values (`anc_settle` is its
-id): a bolt's edges to it are 0 (`mark_settling`); a spout's stay on the driver, which acks them
-itself once the batch is settled (`kept_edges`). The sender records the batch as `Sent` (id and
-rows), its receiver says `Settled` (id and rows), and the executors match them per wave: a batch
-sent and not settled, row for row, means the wave did not run whole, and it is lost (its roots
-fail or replay as for any lost wave), so a batch gone astray can never let a tree complete.
+id): a bolt's or a spout's edges to it are 0 (`mark_settling`). The sender records the batch as
+`Sent` (id and rows), its receiver says `Settled` (id and rows), and the executors match them
+per wave: a batch sent and not settled, row for row, means the wave did not run whole, and it is
+lost (its roots fail or replay as for any lost wave), so a batch gone astray can never let a
+tree complete. A spout tuple whose children all went to such tasks starts its tree at 0: the
+acker sees it with the wave's messages, once the wave was found whole, and it is complete
+unless they hold it (a child anchored on to a task that acks later) or fail it.
 """
 
 from __future__ import annotations
@@ -41,14 +43,12 @@ class Settled(NamedTuple):
     rows: int
 
 
-def mark_settling(children: list[tuple[int, Any]], settling: Container[int], salt: int, first: int = 0,
-                  kept: bool = False) -> None:
+def mark_settling(children: list[tuple[int, Any]], settling: Container[int], salt: int, first: int = 0) -> None:
     """Mark the tracked batches of `children` ((target, batch), the task's `first`-th of the wave
     on) that go to a task in `settling` with an id (from the task's `salt` and the batch's
-    number). A bolt's only where no row has an edge value (all 0); a spout's (`kept`) whatever
-    its values: the driver keeps them (`kept_edges`)."""
+    number), where no row has an edge value (all 0)."""
     for k, (target, b) in enumerate(children):
-        if target in settling and b.anc_off is not None and len(b.anc_root) and (kept or not b.anc_val.any()):
+        if target in settling and b.anc_off is not None and len(b.anc_root) and not b.anc_val.any():
             b.anc_settle = derived_salt(salt, first + k, target)
 
 
@@ -67,23 +67,6 @@ def sent_of(children: list[tuple[int, Any]]) -> list[Sent]:
     """The Sent records of the batches of `children` ((target, batch)) marked to settle."""
     return [Sent(b.anc_settle, len(b), b.component, b.source_task, target) for target, b in children
             if getattr(b, "anc_settle", None) is not None]
-
-
-class Kept(NamedTuple):
-    """A wave's spout batches sent to settling tasks: their Sent records, and the ack messages
-    (root, edge) the driver gives for them once they are settled (their edges never left it)."""
-
-    sent: list[Sent]
-    roots: list
-    vals: list
-
-
-def kept_edges(outputs: list[tuple[int, Any]]) -> Kept:
-    """What the driver keeps of a wave's spout batches marked to settle (`anc_settle`): the
-    batch pickles without its edge values, the receiver acks nothing of them, and the driver
-    acks the edges it kept when the receiver says it settled the batch."""
-    marked = [b for _, b in outputs if getattr(b, "anc_settle", None) is not None]
-    return Kept(sent_of(outputs), [b.anc_root for b in marked], [b.anc_val for b in marked])
 
 
 def unsettled(sent: list[Sent], settled: list[Settled]) -> str | None:

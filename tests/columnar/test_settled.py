@@ -17,7 +17,7 @@ from squall.columnar.task import ColumnarBoltTask
 from squall.engine.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
-from squall.reliability.settled import Sent, Settled, kept_edges, unsettled
+from squall.reliability.settled import Sent, Settled, sent_of, unsettled
 from tests.support.settled_loss import run_dropping_first_settled
 
 from .test_columnar_engines import ColumnSpout, FailOnce
@@ -63,8 +63,8 @@ class Leaf(ColumnarBolt):
 
 
 def _wave(leaf: Leaf):
-    """One wave of spout -> split -> leaf, task by task, with what each task produced and what
-    the driver keeps of the spout's batch."""
+    """One wave of spout -> split -> leaf, task by task, with what each task produced and the
+    Sent records of the spout's batch."""
     sentences = [f"w{i % 7} w{i % 11} w{i % 13}" for i in range(300)]
     b = TopologyBuilder()
     b.set_spout("s", Sentences(sentences))
@@ -78,17 +78,17 @@ def _wave(leaf: Leaf):
     spout.spout.next_tuple()
     sw = spout.end(RootIdGenerator().take, True)
     assert len(res.outputs) == 1
-    kept = kept_edges(res.outputs)
+    spout_sent = sent_of(res.outputs)
     split = ColumnarBoltTask(topo, "split", 0, conf, Split())
     split_res = split.run([pickle.loads(pickle.dumps(b)) for _, b in res.outputs], 1)
     leaves = {t: ColumnarBoltTask(topo, "leaf", i, conf, leaf) for i, t in enumerate(topo.task_ids["leaf"])}
     sent = [(t, pickle.dumps(b)) for t, b in [*res.outputs, *split_res.outputs]]
     leaf_res = [leaves[t].run([pickle.loads(blob)], 1) for t, blob in sent[1:]]
-    return sw, kept, split_res, sent, leaf_res
+    return sw, spout_sent, split_res, sent, leaf_res
 
 
 def test_rows_sent_to_a_columnar_task_travel_without_edges_and_the_trees_balance():
-    sw, kept, split_res, sent, leaf_res = _wave(Leaf())
+    sw, spout_sent, split_res, sent, leaf_res = _wave(Leaf())
     # spout -> split and split -> leaf: no edge values travel (roots only), each batch settled
     assert sum(len(pickle.loads(blob)) for _, blob in sent[1:]) == 900
     for _, blob in sent:
@@ -96,26 +96,24 @@ def test_rows_sent_to_a_columnar_task_travel_without_edges_and_the_trees_balance
         assert batch.anc_settle is not None and not batch.anc_val.any()
         batch.anc_settle = None  # as a batch with edge values: 8 bytes a row more
         assert len(pickle.dumps(batch)) - len(blob) >= 8 * len(batch)
-    all_sent = kept.sent + split_res.sent
+    all_sent = spout_sent + split_res.sent
     all_settled = split_res.settled + [s for r in leaf_res for s in r.settled]
     assert sorted((s.batch, s.rows) for s in all_sent) == sorted((s.batch, s.rows) for s in all_settled)
     assert unsettled(all_sent, all_settled) is None
-    # no task says anything per row: the driver acks the spout's edges it kept, and every tree is done
+    # no task says anything per row, and the spout made no edge: every tree starts at 0 and,
+    # with no message holding it once the wave is found whole, is done
     assert all(not r.ack_roots and not r.fail_roots for r in [split_res, *leaf_res])
-    roots, vals = np.concatenate(kept.roots), np.concatenate(kept.vals)
-    done = XorLedger(1).apply(sw.roots, sw.init_vals, roots, vals)
+    assert len(sw.roots) == 300 and not sw.init_vals.any()
+    done = XorLedger(1).apply(sw.roots, sw.init_vals, sw.roots[:0], sw.init_vals[:0])
     assert sorted(done.completed.tolist()) == sw.roots.tolist()
-    # without the kept edges every tree stays pending: they are what balances them
-    assert len(XorLedger(1).apply(sw.roots, sw.init_vals, roots[:0], vals[:0]).completed) == 0
 
 
 def test_a_failed_row_of_a_settled_batch_fails_exactly_its_root():
-    sw, kept, split_res, sent, leaf_res = _wave(Leaf(bad="w3"))
+    sw, _, split_res, sent, leaf_res = _wave(Leaf(bad="w3"))
     failed = sorted({r for res in leaf_res for r in res.fail_roots})
     expected = [int(sw.roots[i]) for i in range(300) if 3 in (i % 7, i % 11, i % 13)]
     assert failed == expected
-    out = XorLedger(1).apply(sw.roots, sw.init_vals, np.concatenate(kept.roots), np.concatenate(kept.vals),
-                             np.array(failed, np.uint64))
+    out = XorLedger(1).apply(sw.roots, sw.init_vals, sw.roots[:0], sw.init_vals[:0], np.array(failed, np.uint64))
     assert sorted(out.failed.tolist()) == expected
     assert sorted(out.completed.tolist()) == sorted(set(sw.roots.tolist()) - set(expected))
 

@@ -17,7 +17,7 @@ from squall.engine.bolt_task import BoltTask
 from squall.engine.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
-from squall.reliability.settled import kept_edges, unsettled
+from squall.reliability.settled import sent_of, unsettled
 from squall.testing import FeederSpout, complete_topology
 from tests.support.settled_loss import run_dropping_first_settled
 
@@ -85,7 +85,7 @@ def _topology(n, bad=None, replay=True):
     return b.create_topology()
 
 
-def test_tuples_to_basic_bolts_carry_no_edges_and_the_driver_acks_the_spouts():
+def test_tuples_to_basic_bolts_carry_no_edges_and_their_trees_complete_with_no_message():
     topo = _topology(300)
     conf = {Config.TOPOLOGY_ACKER_EXECUTORS: 1}
     spout = SpoutTask(topo, "s", 0, conf, topo.specs["s"].obj)
@@ -93,8 +93,9 @@ def test_tuples_to_basic_bolts_carry_no_edges_and_the_driver_acks_the_spouts():
     spout.begin()
     spout.spout.next_tuple()
     sw = spout.end(RootIdGenerator().take, True)
-    kept = kept_edges(sw.result.outputs)
-    assert sorted(s.rows for s in kept.sent) == sorted(len(b) for _, b in sw.result.outputs)
+    spout_sent = sent_of(sw.result.outputs)
+    assert sorted(s.rows for s in spout_sent) == sorted(len(b) for _, b in sw.result.outputs)
+    assert len(sw.roots) == 300 and not sw.init_vals.any()  # no edge made: each tree starts at 0
     splits = {t: BoltTask(topo, "split", i, conf, Split()) for i, t in enumerate(topo.task_ids["split"])}
     counts = {t: BoltTask(topo, "count", i, conf, Count()) for i, t in enumerate(topo.task_ids["count"])}
     results = []
@@ -102,7 +103,7 @@ def test_tuples_to_basic_bolts_carry_no_edges_and_the_driver_acks_the_spouts():
     for target, b in sw.result.outputs:
         blob = pickle.dumps(b)
         got = pickle.loads(blob)
-        assert got.anc_settle == b.anc_settle is not None and not got.anc_val.any()  # edges stayed here
+        assert got.anc_settle == b.anc_settle is not None and not got.anc_val.any()
         results.append(splits[target].run([got], 1))
         words.extend(results[-1].outputs)
     for target, b in words:
@@ -110,11 +111,11 @@ def test_tuples_to_basic_bolts_carry_no_edges_and_the_driver_acks_the_spouts():
         assert got.anc_settle is not None and not got.anc_val.any()
         results.append(counts[target].run([got], 1))
     assert all(not r.ack_roots and not r.fail_roots for r in results)  # nothing to say per tuple
-    sent = kept.sent + [s for r in results for s in r.sent]
+    sent = spout_sent + [s for r in results for s in r.sent]
     settled = [s for r in results for s in r.settled]
     assert unsettled(sent, settled) is None
     assert unsettled(sent, settled[1:]) is not None
-    done = XorLedger(1).apply(sw.roots, sw.init_vals, np.concatenate(kept.roots), np.concatenate(kept.vals))
+    done = XorLedger(1).apply(sw.roots, sw.init_vals, sw.roots[:0], sw.init_vals[:0])
     assert sorted(done.completed.tolist()) == sorted(sw.roots.tolist())
 
 
@@ -135,9 +136,9 @@ def test_a_failed_word_fails_and_replays_exactly_its_sentences(cluster_kwargs):
 
 
 def test_a_spout_batch_nobody_settled_loses_its_wave(monkeypatch):
-    """Were a spout's batch to go astray (a bug), its trees must not complete though its edges
-    are acked on the driver: the wave is lost and its tuples replay. Simulated on the local
-    engine by dropping a split task's first Settled."""
+    """Were a spout's batch to go astray (a bug), its trees must not complete though no edge
+    holds them: the wave is lost and its tuples replay. Simulated on the local engine by
+    dropping a split task's first Settled."""
     run_dropping_first_settled(monkeypatch, BoltTask, "split", _topology(500), 500, "s")
 
 

@@ -68,6 +68,24 @@ def test_no_subscriber_completes_at_once_and_fail_wins():
     assert len(led) == 0
 
 
+@pytest.mark.parametrize("ackers", [1, 2])
+def test_a_tree_started_at_zero_is_held_by_messages_of_the_same_apply(ackers):
+    """Every spout edge went to a task that settles whole (edge 0: reliability/settled.py), but
+    that task anchored children to tasks that ack them later: its messages hold the tree."""
+    led = XorLedger(ackers)
+    roots = RootIdGenerator(seed=5).take(4)
+    # roots[0]: held by a child (edge 6) still out; roots[1]: a message that balances (complete);
+    # roots[2]: failed; roots[3]: no message (complete at once)
+    v = led.apply(roots, np.zeros(4, U), np.array([roots[0], roots[1], roots[1]], dtype=U),
+                  np.array([6, 3, 3], dtype=U), fail_roots=np.array([roots[2]], dtype=U))
+    assert sorted(v.completed.tolist()) == sorted([int(roots[1]), int(roots[3])])
+    assert v.failed.tolist() == [int(roots[2])]
+    assert len(led) == 1
+    v = led.apply(np.zeros(0, U), np.zeros(0, U), np.array([roots[0]], dtype=U), np.array([6], dtype=U))
+    assert v.completed.tolist() == [int(roots[0])]
+    assert len(led) == 0
+
+
 def test_rotation_expires_after_two_generations_without_progress():
     led = AckerLedger()
     roots = RootIdGenerator(seed=4).take(2)

@@ -38,7 +38,7 @@ from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
 from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
-from squall.reliability.settled import Kept, kept_edges, unsettled
+from squall.reliability.settled import Sent, sent_of, unsettled
 
 log = logging.getLogger("squall")
 
@@ -134,7 +134,7 @@ class SparkExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
         job = self._pool.submit(self._run_job, outs, wave)
-        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, kept_edges(spout_outputs))
+        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, sent_of(spout_outputs))
 
     def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
                now: float | None) -> tuple[list[Any], bool]:
@@ -196,7 +196,7 @@ class SparkExecutor:
         because an earlier wave was lost) its output goes and the next wave builds on the last
         good state again. A job that ran but sent a batch nobody settled did not run whole: it
         is dropped so, and raises WaveLost (reliability/settled.py)."""
-        out = None if rows is None else self._output(rows, job.kept)
+        out = None if rows is None else self._output(rows, job.sent)
         astray = None if out is None else unsettled(out.sent, out.settled)
         if out is None or astray is not None:
             for rdd in job.outs:
@@ -248,11 +248,12 @@ class SparkExecutor:
         rdd.partitioner = shuffled.partitioner
         return rdd
 
-    def _output(self, rows: list[tuple], kept: Kept | None = None) -> WaveOutput:
+    def _output(self, rows: list[tuple], sent: list[Sent] | None = None) -> WaveOutput:
         out = WaveOutput()
-        roots, vals = ([], []) if kept is None else (list(kept.roots), list(kept.vals))
-        if kept is not None:
-            out.sent.extend(kept.sent)
+        roots: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+        if sent:
+            out.sent.extend(sent)
         for rec in rows:
             kind = type(rec)
             if kind is Acks:
@@ -291,9 +292,9 @@ class SubmittedWave:
     `drop()` waits for it and throws its result away (an earlier wave was lost)."""
 
     def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None,
-                 checkpointed: int | None = None, kept: Kept | None = None):
+                 checkpointed: int | None = None, sent: list[Sent] | None = None):
         self.executor = executor
-        self.kept = kept  # its spout batches' edges, acked here once settled (reliability/settled.py)
+        self.sent = sent  # its spout batches sent to tasks that settle whole (reliability/settled.py)
         self.wave = wave
         self.outs = outs
         self.job = job
