@@ -133,7 +133,7 @@ class SparkExecutor:
         self._state = outs
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
-        job = self._pool.submit(self._run_job, outs, wave)
+        job = self._pool.submit(self._run_job, outs, wave, checkpoint)
         return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, sent_of(spout_outputs))
 
     def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
@@ -186,10 +186,10 @@ class SparkExecutor:
             outs.append(out)
         return outs, checkpoint
 
-    def _run_job(self, outs: list[Any], wave: int) -> list[tuple]:
+    def _run_job(self, outs: list[Any], wave: int, checkpoint: bool = False) -> list[tuple]:
         """In a thread of the pool: the wave's job (a job's group is per thread)."""
         self.sc.setJobGroup(f"squall-{self.uid[:8]}", f"wave {wave}")
-        return self._collect(outs[-1], len(outs))
+        return self._collect(outs[-1], len(outs), checkpoint)
 
     def _finished(self, job: SubmittedWave, rows: list[tuple] | None) -> WaveOutput | None:
         """A wave's job ended: with its rows it is the new good state; without (lost, or dropped
@@ -215,14 +215,17 @@ class SparkExecutor:
         self.waves += 1
         return out
 
-    def _collect(self, last: Any, depth: int) -> list[tuple]:
-        """Run the wave's job: the last level's acks, failures and reports, at the driver."""
+    def _collect(self, last: Any, depth: int, checkpoint: bool = False) -> list[tuple]:
+        """Run the wave's job: the last level's acks, failures and reports, at the driver. A
+        wave whose RDDs are marked for a checkpoint runs as RDD.collect, which writes them once
+        the job is done (collectAsync does not: JvmHandles.collect)."""
         if self.ackers > 1:
             return (last.mapPartitions(worker.to_ackers(self.ackers))
                     .partitionBy(self.ackers, worker.ACKER_PARTITIONER).mapPartitions(worker.acker_reduce)).collect()
         if self._level_state_bytes(depth) <= STATE_SHUFFLE_BYTES:
             # the last level's cached output as it is: no Python pass; its (small) States come along
-            return list(worker.to_driver(_raw(self.sc, last._jrdd).collect()))
+            rows = _raw(self.sc, last._jrdd).collect() if checkpoint else self._jvm.collect(last._jrdd)
+            return list(worker.to_driver(rows))
         # the driver folds the last level's rows itself: no acker stage (one less per wave)
         return last.mapPartitions(worker.without_states).mapPartitions(worker.to_driver).collect()
 
@@ -235,7 +238,7 @@ class SparkExecutor:
         from pyspark.core.rdd import Partitioner  # noqa: PLC0415
 
         jvm = self._jvm
-        pairs = jvm.pairwise_rdd(keyed._jrdd.rdd()).asJavaPairRDD()
+        pairs = jvm.object_pairs(jvm.pairwise_rdd(keyed._jrdd.rdd()))
         jrdd = jvm.python_rdd.valueOfPair(pairs.partitionBy(jvm.python_partitioner(n, id(part_fn))))
         rdd = _raw(self.sc, jrdd)
         rdd.partitioner = Partitioner(n, part_fn)

@@ -22,8 +22,16 @@ class JvmHandles:
         client = sc._gateway._gateway_client
         self.sc = sc
         self.pairwise_rdd = jvm.PairwiseRDD
+        # A shuffle of (Long, bytes) pairs typed as such makes Spark pick Kryo for it, and every
+        # task then unpickles its own Kryo serializer and builds a Kryo instance (registering
+        # hundreds of classes): 16% of the JVM's CPU on small waves. Typed as objects, the
+        # shuffle takes the Java serializer, made at no cost; its records are a few byte
+        # arrays a task, so how they are written does not matter.
+        self.java_pair_rdd = jvm.org.apache.spark.api.java.JavaPairRDD
+        self.any_ref = jvm.scala.reflect.ClassTag.AnyRef()
         self.python_rdd = jvm.PythonRDD
         self.python_partitioner = jvm.PythonPartitioner
+        self._to_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
         self.memory_only = sc._getJavaStorageLevel(StorageLevel.MEMORY_ONLY)
         self._function = jvm.SimplePythonFunction
         self._env = MapConverter().convert(sc.environment, client)
@@ -33,6 +41,24 @@ class JvmHandles:
         self._blob = blob
         self._blob_only = ListConverter().convert([blob._jbroadcast], client)
         self._convert = lambda items: ListConverter().convert(items, client)
+
+    def collect(self, jrdd: Any) -> list[bytes]:
+        """The elements of `jrdd` (a JavaRDD of bytes) at the driver, as they are. RDD.collect
+        has SparkContext check two closures for return statements, each by parsing the bytecode
+        of the class that declares it, with no cache: RDD's and SparkContext's, 390 KB a job and
+        23% of the JVM's CPU on small waves. collectAsync's one closure is AsyncRDDActions' (26 KB);
+        its rows come to Python as RDD.collect's do, through a local socket."""
+        from pyspark.serializers import NoOpSerializer  # noqa: PLC0415
+        from pyspark.util import _load_from_socket  # noqa: PLC0415
+
+        rows = jrdd.collectAsync().get()
+        sock = self.python_rdd.serveIterator(self._to_scala(rows.iterator()), "squall: a wave's rows")
+        with _load_from_socket(sock, NoOpSerializer()) as stream:
+            return list(stream)
+
+    def object_pairs(self, pairs: Any) -> Any:
+        """A JavaPairRDD of the Scala pair RDD `pairs`, its keys and values typed as objects."""
+        return self.java_pair_rdd(pairs, self.any_ref, self.any_ref)
 
     def map_partitions(self, prev: Any, fn: Any, preserves_partitioning: bool = False) -> Any:
         """The JavaRDD of `fn(partition, iterator)` over the bytes of `prev` (a JavaRDD), its output
