@@ -546,3 +546,24 @@ def test_levels_holding_much_leave_their_states_behind(spark_session):
         stages = [int(x) for x in store.job(job).stageIds().mkString(",").split(",") if x]
         written = sum(store.lastStageAttempt(sid).shuffleWriteBytes() for sid in stages)
         assert 0 < written < STATE_SHUFFLE_BYTES
+
+
+def test_shuffles_between_levels_take_the_java_serializer(spark_session):
+    """A shuffle of (long, bytes) pairs typed as such gets Kryo, and every task then builds its
+    own Kryo instance (jvm.py): a level's shuffle must be typed as objects."""
+    from squall.engine.spark import worker
+
+    feeder, tracker, _ = join_topology()
+    b = TopologyBuilder()
+    b.set_spout("src", feeder)
+    b.set_bolt("join", CountAndJoin(), parallelism=2).fields_grouping("src", ["key"])
+    b.set_bolt("sink", Sink()).shuffle_grouping("join")
+    with LocalCluster(simulated_time=True, engine="spark", spark=spark_session) as cluster:
+        cluster.submit_topology("j", {}, b.create_topology())
+        feeder.feed(["k1", "right"], 1)
+        cluster.wait_idle()
+        ex = cluster.coordinator("j").executor
+        shuffled = ex._shuffle(ex._state[0], 1, worker.LEVEL_PARTITIONERS[1])  # noqa: SLF001 - what it builds
+        dep = shuffled._jrdd.rdd().dependencies().head().rdd().dependencies().head()
+        assert dep.serializer().getClass().getSimpleName() == "JavaSerializer"
+        assert set(tracker.acked) == {1}
