@@ -745,8 +745,6 @@ def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: 
 def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[str, Any]:
     """Median times: SparkExecutor.run_wave for a wave of one sentence and for one with no input;
     Coordinator.run_wave when the spout emits nothing (it does not start a job then)."""
-    from pyspark import RDD  # noqa: PLC0415
-
     from squall.engine.clock import RealClock  # noqa: PLC0415
     from squall.engine.coordinator import Coordinator  # noqa: PLC0415
     from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415
@@ -759,7 +757,7 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
     coord = Coordinator("overhead-one", example.build_topology(parallelism), conf, ex, RealClock())
     one: list[float] = []
     coord_one: list[float] = []
-    collects: list[float] = []  # the job as the driver waits for it, in each no-input wave
+    collects: list[float] = []  # the job as its thread waits for it (executor._collect), in each no-input wave
     orig = ex.run_wave
 
     def timed(*args: Any) -> Any:
@@ -769,12 +767,12 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
         finally:
             one.append(time.perf_counter() - t)
 
-    orig_collect = RDD.collect
+    orig_collect = ex._collect
 
-    def timed_collect(rdd: Any) -> Any:
+    def timed_collect(*args: Any) -> Any:
         t = time.perf_counter()
         try:
-            return orig_collect(rdd)
+            return orig_collect(*args)
         finally:
             collects.append(time.perf_counter() - t)
 
@@ -788,14 +786,14 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
         ex.run_wave = orig
         empty: list[float] = []
         wave = coord.wave
-        RDD.collect = timed_collect
+        ex._collect = timed_collect
         for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
             wave += 1
             t = time.perf_counter()
             ex.run_wave([], wave)
             empty.append(time.perf_counter() - t)
     finally:
-        RDD.collect = orig_collect
+        ex._collect = orig_collect
         coord.close()
 
     conf0 = Config(example.CONF)
