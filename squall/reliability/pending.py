@@ -62,9 +62,9 @@ class _Block:
             off, rs = off[alive], rs[alive]
         self.live[off] = False
         self.left -= len(off)
-        ids = self.msg_ids
-        got = [ids[i] for i in off.tolist()]
-        for i in off.tolist():  # a msg id is not kept once its tree is done (it may be large)
+        ids, where = self.msg_ids, off.tolist()
+        got = [ids[i] for i in where]
+        for i in where:  # a msg id is not kept once its tree is done (it may be large)
             ids[i] = None
         return rs, got
 
@@ -131,8 +131,8 @@ class PendingTrees:
             return {}
         roots = np.asarray(roots, np.uint64)
         where = np.searchsorted(self._starts, roots, side="right") - 1
-        if len(where) > 1 and not bool((where[1:] >= where[:-1]).all()):  # by block, each block's in order
-            order = np.argsort(where, kind="stable")
+        if len(where) > 1 and not bool((roots[1:] > roots[:-1]).all()):  # in order: by block, and in each
+            order = np.argsort(roots, kind="stable")  # (several ackers' verdicts come one acker after another)
             roots, where = roots[order], where[order]
         bounds = run_starts(where).tolist() + [len(where)]
         for s, e in zip(bounds[:-1], bounds[1:]):

@@ -19,7 +19,7 @@ def test_popped_roots_come_back_per_task_with_their_msg_ids_and_times_once():
     assert sorted(got) == [1, 2]
     one = got[1]
     assert list(zip(one.roots.tolist(), one.msg_ids, one.times.tolist())) == [
-        (101, "a1", 10.0), (104, "a4", 10.0), (109, "c1", 12.0), (108, "c0", 12.0)]
+        (101, "a1", 10.0), (104, "a4", 10.0), (108, "c0", 12.0), (109, "c1", 12.0)]  # in root order
     assert list(zip(got[2].roots.tolist(), got[2].msg_ids, got[2].times.tolist())) == [(106, "b1", 11.0)]
     assert len(p) == 10 - 5 and p.count(1) == 3 and p.count(2) == 2
     again = p.pop_many(np.array([101, 109, 100], U64))  # popped ones are gone: only 100 is left of these
