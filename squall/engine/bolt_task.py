@@ -32,6 +32,7 @@ from squall.reliability.bolt_trees import (
     hold_pending,
     settle_held,
     settle_inputs,
+    settled_own_rows,
 )
 from squall.reliability.emits import emit_ordinals, index_emits
 from squall.reliability.held import HeldRows
@@ -55,6 +56,7 @@ class BoltTask(TaskBase):
         self.settle_to = topology.settling_tasks()  # batches to them travel with no edges (reliability/settled.py)
         self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
         self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
+        self._buckets_settle = False  # every lean bucket's task settles whole (reliability/settled.py)
 
     @property
     def settles_whole(self) -> bool:
@@ -290,8 +292,11 @@ class BoltTask(TaskBase):
         rows, bucket = np.divmod(np.array(lean.keys, np.int64), len(lean.buckets))
         if self._bucket_tasks is None:
             self._bucket_tasks = np.array([t for _, t in lean.buckets], np.int64)
-        child_anchors = anchor_own_rows(anchors, rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
-                                        out_ack, self.settling, row_ids)
+            self._buckets_settle = self.settling is not None and bool(np.isin(self._bucket_tasks, self.settling).all())
+        child_anchors = settled_own_rows(anchors, rows) if self._buckets_settle else None
+        if child_anchors is None:
+            child_anchors = anchor_own_rows(anchors, rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
+                                            out_ack, self.settling, row_ids)
         return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:

@@ -60,6 +60,9 @@ def _give_anchors(batch: TupleBatch, anchors: Anchors, idx: np.ndarray | None) -
         return
     if idx is None:
         idx = np.arange(len(batch))
+    if len(anchors.root) == len(anchors.off) - 1 and is_one_each(anchors.off):  # one root a child: gathers only
+        batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(idx)), anchors.root[idx], anchors.val[idx]
+        return
     counts = anchors.counts[idx]
     if counts.any():
         _, pos = expand(anchors.off[idx], counts)
@@ -80,7 +83,10 @@ def bucket_children(component: str, task_id: int, lean: LeanEmits, bucket: np.nd
     tracked = anchors is not None and len(anchors.root) > 0
     order = starts = None
     if tracked and len(present) > 1:
-        order = np.argsort(bucket, kind="stable")
+        # each bucket's emits, in emit order: a pass per bucket where they are few (a target
+        # task or two), one stable sort where they are many
+        order = np.concatenate([np.flatnonzero(bucket == b) for b in range(len(lean.values))]) \
+            if len(lean.values) <= 4 else np.argsort(bucket, kind="stable")
         counts = np.bincount(bucket, minlength=len(lean.values))
         starts = np.cumsum(counts) - counts
     out: list[tuple[int, TupleBatch]] = []

@@ -27,6 +27,7 @@ from squall.reliability.anchoring import (
     keys_of,
     roots_of_rows,
 )
+from squall.reliability.batch import is_one_each, one_each
 from squall.reliability.emits import EmitIndex
 from squall.reliability.held import HeldRows, HeldStore
 from squall.reliability.ids import edge_ids, edge_ids_for_child, mix64_int, row_keys
@@ -116,6 +117,16 @@ def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray,
     keys = keys_of(anchors, salt, row_ids)
     contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack, settling)
     return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
+
+
+def settled_own_rows(anchors: Anchors, rows: np.ndarray) -> Anchors | None:
+    """`anchor_own_rows` for children that all go to tasks that settle whole, when each input
+    row has one root (a word's sentence): each child takes its input's root, with no edge (0),
+    and nothing goes into the inputs' out values, so no edge id or key is made. None when an
+    input row has another number of roots (anchor_own_rows then)."""
+    if not is_one_each(anchors.off):
+        return None
+    return Anchors(one_each(len(rows)), anchors.root[rows], np.zeros(len(rows), _U64))
 
 
 def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
