@@ -258,11 +258,11 @@ class BoltTask(TaskBase):
             self._capture(res, rec.emits)
         if rec.emits or rec.lean is not None:
             salt = execute_salt(self.task_id, wave)
-            row_ids = settled_row_ids(batch) if anchors is not None else None
             if rec.lean is not None:
-                children, child_anchors = self._lean_children(rec.lean, anchors, salt, out_ack, row_ids)
+                children, child_anchors = self._lean_children(rec.lean, batch, anchors, salt, out_ack)
             else:
                 ix = index_emits(batch, rec.emits)
+                row_ids = settled_row_ids(batch) if anchors is not None else None
                 child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling, row_ids)
                 children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
             if child_anchors is not None and self.settling is not None:
@@ -283,8 +283,8 @@ class BoltTask(TaskBase):
         if anchors is not None and len(anchors.root) and not self.settles_whole:  # a BasicBolt holds none
             hold_pending(tuples, batch, out_ack)
 
-    def _lean_children(self, lean: LeanEmits, anchors: Any, salt: int, out_ack: np.ndarray,
-                       row_ids: np.ndarray | None) -> tuple[list[tuple[int, TupleBatch]], Any]:
+    def _lean_children(self, lean: LeanEmits, batch: TupleBatch, anchors: Any, salt: int,
+                       out_ack: np.ndarray) -> tuple[list[tuple[int, TupleBatch]], Any]:
         """The children of the lean path's emits (each anchored to the input that emitted it,
         already split by destination), and their anchors_to_ids (None: none tracked)."""
         if anchors is None or not len(anchors.root):
@@ -296,7 +296,7 @@ class BoltTask(TaskBase):
         child_anchors = settled_own_rows(anchors, rows) if self._buckets_settle else None
         if child_anchors is None:
             child_anchors = anchor_own_rows(anchors, rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
-                                            out_ack, self.settling, row_ids)
+                                            out_ack, self.settling, settled_row_ids(batch))
         return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:

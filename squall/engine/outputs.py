@@ -55,14 +55,14 @@ def group_children(component: str, task_id: int, n_streams: int, ix: EmitIndex,
 
 def _give_anchors(batch: TupleBatch, anchors: Anchors, idx: np.ndarray | None) -> None:
     """`batch` (children `idx` of `anchors`; None: all of them, in order) gets their anchors_to_ids."""
-    if idx is None and len(anchors.root) == len(batch) and is_one_each(anchors.off):
-        batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(batch)), anchors.root, anchors.val
+    if len(anchors.root) == len(anchors.off) - 1 and is_one_each(anchors.off):  # one root a child: no counts
+        if idx is None:
+            batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(batch)), anchors.root, anchors.val
+        else:
+            batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(idx)), anchors.root[idx], anchors.val[idx]
         return
     if idx is None:
         idx = np.arange(len(batch))
-    if len(anchors.root) == len(anchors.off) - 1 and is_one_each(anchors.off):  # one root a child: gathers only
-        batch.anc_off, batch.anc_root, batch.anc_val = one_each(len(idx)), anchors.root[idx], anchors.val[idx]
-        return
     counts = anchors.counts[idx]
     if counts.any():
         _, pos = expand(anchors.off[idx], counts)

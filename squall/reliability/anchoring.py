@@ -143,7 +143,7 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
             pair_row[keep], pair_child[keep], exec_key[keep], ordinal[keep], target[keep], counts[keep])
     if not len(pair_row):
         return Contributions(_EMPTY_I, _EMPTY_U, _EMPTY_U)
-    e, live = _edges_but_settling(keys, pair_row, exec_key, ordinal, target, settling)
+    e, live = edges_but_settling(keys, pair_row, exec_key, ordinal, target, settling)
     if live is None:
         xor_at(out_ack, pair_row, e)
     elif live.any():
@@ -155,8 +155,8 @@ def anchor_edges(anchors: Anchors, keys: np.ndarray, pair_row: np.ndarray, pair_
     return Contributions(pair_child[grp], anchors.root[pos], e[grp])
 
 
-def _edges_but_settling(keys: np.ndarray, pair_row: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray,
-                        target: np.ndarray, settling: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+def edges_but_settling(keys: np.ndarray, pair_row: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray,
+                       target: np.ndarray, settling: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """Each pair's edge id, 0 for a child to a task in `settling` (none is made for it), and
     which pairs have one (None: all)."""
     if settling is None or not len(settling):

@@ -14,8 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from squall.reliability.anchoring import Anchors
-from squall.reliability.ids import edge_ids
+from squall.reliability.anchoring import Anchors, edges_but_settling
 from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
@@ -65,14 +64,8 @@ def spout_edges(roots: np.ndarray, pos: np.ndarray, target: np.ndarray, settling
     """One edge per child (its root, its position among the root's emits, its target task); 0
     for a child sent to a task in `settling` (sorted ids), which settles its batch whole: as a
     bolt's children there, it needs no edge (reliability/settled.py) and none is made."""
-    zero = np.zeros(len(roots), _I64)
-    if settling is None or not len(settling):
-        return edge_ids(roots, pos, zero, target)
-    live = ~np.isin(target, settling)
-    e = np.zeros(len(roots), _U64)
-    if live.any():
-        e[live] = edge_ids(roots[live], pos[live], zero[live], target[live])
-    return e
+    n = len(roots)
+    return edges_but_settling(roots, np.arange(n), pos, np.zeros(n, _I64), target, settling)[0]
 
 
 def spout_trees(mids: Sequence[Any], child_emit: np.ndarray, child_target: np.ndarray,
