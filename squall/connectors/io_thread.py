@@ -19,7 +19,8 @@ from squall.connectors.backoff import Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.spout import BrokerSpout, Message
 
-# What the I/O thread hands back, in `_done`: (kind, message or text, failure)
+# What the I/O thread hands back, in `_done`: (kind, message or text, failure); ACKED may carry a
+# list of messages
 ACKED, DEAD, STALE, RECONNECTED, REPORT = "acked", "dead", "stale", "reconnected", "report"
 
 
@@ -116,7 +117,9 @@ class IOThreadBrokerSpout(BrokerSpout):
 
     def _finish_one(self, kind: str, m: Any, failure: Any) -> None:
         """Apply one thing the I/O thread finished (on the spout's own thread)."""
-        if kind == ACKED:
+        if kind == ACKED and type(m) is list:
+            self._acked_many(m)
+        elif kind == ACKED:
             self._acked(m)
         elif kind == DEAD:
             self._dead_lettered(m, failure)

@@ -1,7 +1,8 @@
 """Connecting to NATS for a spout: the servers and credentials from the spout's settings, a
 first connection bounded in time (nats-py retries a first connection forever when reconnects
 are unlimited, as a spout wants them once connected), and an immediate, clear failure when the
-server refuses the credentials (trying again would not help)."""
+server refuses the credentials (trying again would not help). Then the stream and the durable
+consumer the spout reads, made or updated to its settings."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
+import nats.js.errors
 
 from squall.connectors.settings import Secret, describe_error
 
@@ -67,3 +69,28 @@ async def connect(servers: Secret, name: str, timeout_secs: float, *, user: str 
         raise ConnectionError(f"the NATS server refused the credentials ({describe_error(state['refusal'])})")
     why = describe_error(state["last"]) if state["last"] is not None else None
     raise ConnectionError(f"no NATS server answered within {limit:g}s" + (f" (last error: {why})" if why else ""))
+
+
+async def ensure_stream(js: Any, name: str, subject: str, create: bool) -> None:
+    """The stream `name` exists: made (capturing `subject`) if missing and `create`."""
+    try:
+        await js.stream_info(name)
+        return
+    except nats.js.errors.NotFoundError:
+        if not create:
+            raise ValueError(f"JetStream stream {name!r} does not exist (create_stream=False)") from None
+    await js.add_stream(name=name, subjects=[subject])
+
+
+async def ensure_consumer(js: Any, stream: str, cfg: Any) -> None:
+    """The durable consumer of `cfg` exists on `stream`, updated where its AckWait, max deliver
+    or max ack pending differ from `cfg`."""
+    try:
+        info = await js.consumer_info(stream, cfg.durable_name)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(stream, cfg)
+        return
+    c = info.config
+    if (abs((c.ack_wait or 0) - cfg.ack_wait) > 1e-3 or c.max_deliver != cfg.max_deliver
+            or c.max_ack_pending != cfg.max_ack_pending):
+        await js.add_consumer(stream, cfg)  # an update of an existing durable

@@ -36,17 +36,15 @@ import logging
 import time
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from squall.connectors import nats_wire as wire
 from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
 from squall.connectors.nats_acks import AckConfirmer
-from squall.connectors.nats_connect import connect
+from squall.connectors.nats_connect import connect, ensure_consumer, ensure_stream
 from squall.connectors.nats_pulls import PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
@@ -175,14 +173,20 @@ class JetStreamSpout(IOThreadBrokerSpout):
             user=self.user, password=self._password, token=self._token, creds=self.creds,
             error_cb=self._on_error, disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected)
         self._js = self._nc.jetstream()
-        await self._ensure_stream(self.stream, self.subject or self.stream, self.create_stream)
-        await self._ensure_stream(self.dead_letter_stream, self.dead_letter_subject, True)
-        await self._ensure_consumer()
+        await ensure_stream(self._js, self.stream, self.subject or self.stream, self.create_stream)
+        await ensure_stream(self._js, self.dead_letter_stream, self.dead_letter_subject, True)
+        await ensure_consumer(self._js, self.stream, ConsumerConfig(
+            durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self.ack_wait, max_deliver=self.max_deliver, max_ack_pending=self.prefetch,
+            filter_subject=self.subject or None))
         self._inbox = self._nc.new_inbox()
         self._pulls = PullRequests(self._inbox, self.pull_expires_secs)
         self._pull_min = min(self.batch_size, max(1, self.prefetch // 4))
         self._pull_sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_pulled,
                                                   pending_msgs_limit=-1, pending_bytes_limit=-1)
+        self._lean = wire.supported(self._nc)
+        if self._lean:  # the pull's messages skip nats-py's Msg, queue and callback task (nats_wire)
+            wire.tap(self._nc, self._pull_sub, self._pull_status, self._delivered)
         if self.task_index == 0:
             await self._nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{self.durable}",
                                      cb=self._on_max_deliveries)
@@ -190,33 +194,6 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._keeper = asyncio.ensure_future(self._keep_loop())
         log.info("%s[%d]: consuming JetStream %r durable %r from %s", self.component_id, self.task_index,
                  self.stream, self.durable, self.url)
-
-    async def _ensure_stream(self, name: str, subject: str, create: bool) -> None:
-        try:
-            await self._js.stream_info(name)
-            return
-        except nats.js.errors.NotFoundError:
-            if not create:
-                raise ValueError(f"JetStream stream {name!r} does not exist (create_stream=False)") from None
-        await self._js.add_stream(name=name, subjects=[subject])
-
-    def _consumer_config(self) -> ConsumerConfig:
-        return ConsumerConfig(durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT,
-                              deliver_policy=DeliverPolicy.ALL, ack_wait=self.ack_wait,
-                              max_deliver=self.max_deliver, max_ack_pending=self.prefetch,
-                              filter_subject=self.subject or None)
-
-    async def _ensure_consumer(self) -> None:
-        cfg = self._consumer_config()
-        try:
-            info = await self._js.consumer_info(self.stream, self.durable)
-        except nats.js.errors.NotFoundError:
-            await self._js.add_consumer(self.stream, cfg)
-            return
-        c = info.config
-        if (abs((c.ack_wait or 0) - self.ack_wait) > 1e-3 or c.max_deliver != self.max_deliver
-                or c.max_ack_pending != self.prefetch):
-            await self._js.add_consumer(self.stream, cfg)  # an update of an existing durable
 
     def _room(self) -> int:
         if not self._active:
@@ -251,19 +228,25 @@ class JetStreamSpout(IOThreadBrokerSpout):
             await asyncio.sleep(ROOM_WAIT_SECS)
 
     async def _on_pulled(self, nm: Any) -> None:
-        """A message (or a status) for one of this spout's pull requests."""
-        status = nm.headers.get("Status") if nm.headers else None
-        if status is not None and not nm.reply:
-            if status != "100":  # 404/408/409 on the request's own subject: it is over (100: heartbeat)
-                self._pulls.close(nm.subject)
-            return
+        """A message (or a status) for one of this spout's pull requests, as nats-py's Msg
+        (without the lean path of nats_wire.tap)."""
+        if not nm.reply:
+            self._pull_status(nm.subject, nm.headers.get("Status") if nm.headers else None)
+        else:
+            self._delivered(wire.Delivery(nm.subject, nm.reply, nm.headers), nm.data)
+
+    def _pull_status(self, subject: str, status: str | None) -> None:
+        if status is not None and status != "100":  # 404/408/409 on the request's own subject: it is over
+            self._pulls.close(subject)  # (100: a heartbeat)
+
+    def _delivered(self, handle: wire.Delivery, data: bytes) -> None:
         self._pulls.delivered()
         if not self._active:  # deactivated meanwhile: give it back at once
-            self._actions.append(("nak", Message(None, b"", 0, handle=nm), None))
+            self._actions.append(("nak", Message(None, b"", 0, handle=handle), None))
             self._kick()
             return
-        seq, n = delivery_ids(nm.reply)
-        m = Message((seq, n), nm.data, n, handle=nm, headers=nm.headers)
+        seq, n = delivery_ids(handle.reply)
+        m = Message((seq, n), data, n, handle=handle, headers=handle.headers)
         self.decode(m)  # here, off the wave's path
         self._incoming.append(m)
 
@@ -284,7 +267,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 if now - m.touched_at > limit:
                     m.touched_at = now
                     with contextlib.suppress(Exception):
-                        await m.handle.in_progress()
+                        await self._nc.publish(m.handle.reply, wire.IN_PROGRESS)
                         self.counters.add("touched")
 
     def _kick(self) -> None:
@@ -293,30 +276,43 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._drainer = asyncio.ensure_future(self._drain_actions())
 
     async def _drain_actions(self) -> None:
-        """Run the queued actions. An ack counts once confirmed (see nats_acks)."""
+        """Run the queued actions. An ack counts once confirmed (see nats_acks). What is sent
+        is (DEAD, message, failure) for a dead letter, (ACKED, [messages], None) for acks."""
         actions, acks = self._actions, self._acks
         while actions or acks.unconfirmed:
             mark = acks.mark()
             sent, acks.unconfirmed = acks.unconfirmed, []
-            for _kind, m, _failure in sent:
-                with contextlib.suppress(Exception):  # not sent: not confirmed below either
-                    await self._nc.publish(m.handle.reply)
+            again = [m for kind, ms, _failure in sent for m in (ms if kind == ACKED else [ms])]
+            with contextlib.suppress(Exception):  # not sent: not confirmed below either
+                await self._publish_acks(again)
+            acked: list[Message] = []
             while actions:
                 kind, m, failure = actions.popleft()
-                nm = m.handle
+                if kind == "acks":  # a wave's acks (_ack_messages): written together below
+                    acked.extend(m)
+                    continue
+                handle = m.handle
                 try:
                     if kind == "ack":
-                        await self._nc.publish(nm.reply)
-                        sent.append((ACKED, m, None))
+                        acked.append(m)
                     elif kind == "nak":
-                        await nm.nak(delay=self.retry_delay_secs if failure is not None else None)
+                        delay = self.retry_delay_secs if failure is not None else 0
+                        await self._nc.publish(handle.reply, wire.NAK + (
+                            b' {"delay": %d}' % int(delay * 1e9) if delay else b""))
                     else:
-                        await self._publish_dead_letter(m.body, nm.headers, failure, m.id)
-                        await self._nc.publish(nm.reply)
+                        await self._publish_dead_letter(m.body, handle.headers, failure, m.id)
+                        await self._nc.publish(handle.reply)
                         sent.append((DEAD, m, failure))
                 except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
                     self._done.append((REPORT, f"JetStream {kind} of message {m.id} failed: "
                                                f"{self._error_text(e)}", None))
+            try:
+                await self._publish_acks(acked)
+                if acked:
+                    sent.append((ACKED, acked, None))
+            except Exception as e:  # noqa: BLE001 - unacked: redelivered after the AckWait
+                self._done.append((REPORT, f"JetStream ack of {len(acked)} message(s) failed: "
+                                           f"{self._error_text(e)}", None))
             if sent and not await acks.confirmed(self._nc, mark):
                 acks.unconfirmed = sent
                 if self._closing or self._nc is None or self._nc.is_closed:
@@ -324,6 +320,16 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 await acks.until_connected(self._nc, lambda: self._closing)
                 continue
             self._done.extend(sent)
+
+    async def _publish_acks(self, ms: list[Message]) -> None:
+        if self._lean:
+            await wire.publish_empty(self._nc, [m.handle.reply for m in ms])
+            return
+        for m in ms:
+            await self._nc.publish(m.handle.reply)
+
+    def _ack_messages(self, ms: list[Message]) -> None:
+        self._act(("acks", ms, None))  # one action for a wave's acks
 
     async def _publish_dead_letter(self, data: bytes, headers: dict | None, failure: Failure, source_id: Any) -> None:
         hdrs = {k: str(v) for k, v in (headers or {}).items() if not k.lower().startswith("nats-")}

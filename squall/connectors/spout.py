@@ -229,6 +229,13 @@ class BrokerSpout(Spout):
         self.counters.acked += 1
         self.on_acked(m)
 
+    def _acked_many(self, ms: list[Message]) -> None:
+        """`_acked` for each of `ms`; the hook is called only where a subclass has one."""
+        self.counters.acked += len(ms)
+        if type(self).on_acked is not BrokerSpout.on_acked:
+            for m in ms:
+                self.on_acked(m)
+
     def _dead_lettered(self, m: Message, failure: Failure) -> None:
         self.counters.dead_lettered += 1
         log.warning("%s: dead-lettered %s from %s: %s", self.component_id, m.id, self._source_name(), failure)

@@ -9,11 +9,13 @@ Skipped when NATS is unreachable, failed instead when CI=true (tests/support/bro
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from typing import Any
 
 import pytest
 
-from squall import Config, LocalCluster
+from squall import Bolt, Config, LocalCluster
 from squall.connectors.dead_letters import DL_REASON
 from squall.connectors.nats import JetStreamSpout
 from tests.support.broker_admins import GROUP, RecNats
@@ -90,6 +92,47 @@ def test_a_message_whose_deliveries_ran_out_is_dead_lettered_as_lost(nats_admin)
     assert body == b"doomed" and info[DL_REASON] == "lost"
 
 
+class FailWithMeta(Bolt):
+    """Records each tuple's meta field, then fails the tuple."""
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def execute(self, t: Any) -> None:  # noqa: A002
+        with open(self.path, "a") as f:
+            f.write(json.dumps(t["meta"]) + "\n")
+        self.collector.fail(t)
+
+
+def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_admin, tmp_path):
+    """The spout reads the pull's messages off the protocol parser (nats_wire): a message's
+    headers still reach the tuple's meta field, and its dead letter, as nats-py parses them."""
+    stream = nats_admin.source("hdr")
+    nats_admin.run(nats_admin.js.publish(stream, b"with-headers", headers={"trace": "t-1", "tenant": "acme"}))
+    nats_admin.publish(stream, [b"plain"])
+    rec = Recorder()
+    spout = nats_admin.spout(stream, rec, meta_field="meta", max_retries=0)
+    bolt = FailWithMeta()
+    bolt.path = str(tmp_path / "meta.jsonl")
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("hdr", Config(), spout_into(spout, bolt))
+        wait_until(lambda: len(rec.dead) == 2, 20, lambda: f"2 dead letters, {rec.counters()}")
+        lean = cluster.coordinator("hdr").spouts[0].spout._lean
+        cluster.kill_topology("hdr")
+    assert lean, "the installed nats-py lacks the internals nats_wire uses: the spout took the slow path"
+    metas = {m["id"][0]: m for m in map(json.loads, open(bolt.path))}
+    assert len(metas) == 2
+    first, second = metas[min(metas)], metas[max(metas)]
+    assert first["headers"]["trace"] == "t-1" and first["headers"]["tenant"] == "acme"
+    assert second["headers"] == {} and first["subject"] == second["subject"] == stream
+    dead = nats_admin.run(nats_admin.js.get_msg(f"{stream}_DLQ", 1))
+    assert dead.data == b"with-headers" and dead.headers["trace"] == "t-1"
+    assert dead.headers["squall-reason"] == "failed"
+
+
 def test_settings_from_the_environment_and_secrets_never_shown(monkeypatch):
     monkeypatch.setenv("NATS_URL", "nats://a.example:4222,nats://bob:hunter2@b.example:4223")
     monkeypatch.setenv("NATS_USER", "carol")
@@ -137,7 +180,7 @@ def test_a_wrong_password_fails_at_open_without_showing_it(tmp_path, caplog):
 
 
 def test_the_module_name_does_not_shadow_nats_py():
-    check_module_does_not_shadow("nats", "nats_jetstream", "connect", "JetStreamSpout")
+    check_module_does_not_shadow("nats", "nats_connect", "connect", "JetStreamSpout", "nats_jetstream")
 
 
 @pytest.mark.parametrize("reply", [

@@ -114,12 +114,16 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[],
         time.sleep(0.05)
 
 
-def check_module_does_not_shadow(package: str, impl: str, package_attr: str, spout_class: str) -> None:
+def check_module_does_not_shadow(package: str, impl: str, package_attr: str, spout_class: str,
+                                 spout_module: str | None = None) -> None:
     """squall/connectors/<package>.py shares its last name with a client library: importing
-    either first, in a fresh interpreter, must still give the library (from site-packages)."""
+    either first, in a fresh interpreter, must still give the library (from site-packages) to
+    `impl`, the module of ours that imports it; `spout_class` is the same from both (defined in
+    `spout_module`, default `impl`)."""
     code = (f"import squall.connectors.{package} as c, squall.connectors.{impl} as s, {package};"
+            f"import squall.connectors.{spout_module or impl} as d;"
             f"assert hasattr({package}, {package_attr!r}) and s.{package} is {package};"
-            f"assert c.{spout_class} is s.{spout_class};"
+            f"assert c.{spout_class} is d.{spout_class};"
             f"print({package}.__file__)")
     for order in (code, f"import {package}; " + code):
         res = subprocess.run([sys.executable, "-c", order], cwd=ROOT, capture_output=True, text=True, timeout=60)
