@@ -382,6 +382,36 @@ def test_an_io_thread_spout_gets_a_waves_acks_in_one_hand_over():
     assert spout.queued_at_wake == [3] and spout.inflight == 0  # woken once, with all three queued
 
 
+def test_an_io_thread_spout_takes_what_was_received_in_order_and_dead_letters_what_does_not_decode():
+    """The I/O thread decodes; the spout takes what waits in one go, and when one of it did not
+    decode, the rest still goes out in order and that one is dead-lettered (reason decode)."""
+    spout = WakeCounting(MemoryQueue([]), scheme="json")
+    spout.open({}, None, Emits())
+    for i, body in enumerate([b'{"n": 0}', b"{not json", b'{"n": 2}', b'{"n": 3}', b'{"n": 4}']):
+        m = Message(i, body, 1)
+        spout.decode(m)
+        spout._incoming.append(m)
+    assert [m.id for m in spout._take_decoded(3)] == [0, 2, 3]
+    assert [(kind, m.id, f.kind) for kind, m, f in spout._actions] == [(spout.DEAD_ACTION, 1, "decode")]
+    assert [m.id for m in spout._take_decoded(3)] == [4] and spout.counters.decode_errors == 1
+
+
+def test_an_io_thread_spout_counts_a_batch_of_acks_handed_back_as_one():
+    acked: list[Any] = []
+
+    class Hooked(WakeCounting):
+        def on_acked(self, message: Message) -> None:
+            acked.append(message.id)
+
+    for kind in (WakeCounting, Hooked):
+        spout = kind(MemoryQueue([]))
+        spout.open({}, None, Emits())
+        spout._done.extend([(ACKED, [Message(0, b"a"), Message(1, b"b")], None), (ACKED, Message(2, b"c"), None)])
+        spout.next_tuple()
+        assert spout.counters.acked == 3
+    assert acked == [0, 1, 2]
+
+
 def test_a_subclass_that_overrides_ack_sees_each_ack_of_a_batch():
     class Audited(MemoryQueueSpout):
         def ack(self, msg_id: Any) -> None:
