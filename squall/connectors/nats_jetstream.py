@@ -6,7 +6,8 @@ requests outstanding at the consumer (each for up to `batch_size` messages, expi
 thread-safe queue; the spout never holds more than it may have pending
 (`topology.max.spout.pending`, also the consumer's `max_ack_pending`). `next_tuple` only takes
 from that queue, so it never waits on the network. Acks, naks and dead letters go back to the
-loop through another queue.
+loop through another queue. The pull's messages come straight off nats-py's protocol parser and
+a wave's acks are written as one buffer (nats_wire), where this nats-py allows it.
 
 Each message is emitted with msg id `(stream sequence, delivery number)`. When the tree is
 acked the message is acked; an ack counts (and `on_acked` runs) once a flush on the same

@@ -14,6 +14,7 @@ nats-py's public path when it does not.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -37,10 +38,18 @@ class Delivery:
         self.headers = headers
 
 
+PROCESS_MSG_ARGS = ["sid", "subject", "reply", "data", "headers"]  # what the parser passes, by nats-py 2.x
+
+
 def supported(nc: Any) -> bool:
-    """Whether this nats-py client has the internals the lean path uses."""
-    return all(callable(getattr(nc, name, None)) for name in ("_process_msg", "_send_command", "_flush_pending",
-                                                             "_process_headers"))
+    """Whether this nats-py client has the internals the lean path uses, as it uses them."""
+    if not all(callable(getattr(nc, name, None)) for name in ("_process_msg", "_send_command", "_flush_pending",
+                                                               "_process_headers")):
+        return False
+    try:
+        return list(inspect.signature(nc._process_msg).parameters) == PROCESS_MSG_ARGS
+    except (TypeError, ValueError):
+        return False
 
 
 def tap(nc: Any, sub: Any, on_status: OnStatus, on_message: OnMessage) -> None:

@@ -107,9 +107,13 @@ class FailWithMeta(Bolt):
         self.collector.fail(t)
 
 
-def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_admin, tmp_path):
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "nats-py-path"])
+def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_admin, tmp_path, monkeypatch, lean):
     """The spout reads the pull's messages off the protocol parser (nats_wire): a message's
-    headers still reach the tuple's meta field, and its dead letter, as nats-py parses them."""
+    headers still reach the tuple's meta field, and its dead letter, as nats-py parses them.
+    A nats-py without the internals nats_wire uses takes its public path, with the same result."""
+    if not lean:
+        monkeypatch.setattr("squall.connectors.nats_wire.supported", lambda nc: False)
     stream = nats_admin.source("hdr")
     nats_admin.run(nats_admin.js.publish(stream, b"with-headers", headers={"trace": "t-1", "tenant": "acme"}))
     nats_admin.publish(stream, [b"plain"])
@@ -120,9 +124,9 @@ def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_
     with LocalCluster(engine="local") as cluster:
         cluster.submit_topology("hdr", Config(), spout_into(spout, bolt))
         wait_until(lambda: len(rec.dead) == 2, 20, lambda: f"2 dead letters, {rec.counters()}")
-        lean = cluster.coordinator("hdr").spouts[0].spout._lean
+        took_lean = cluster.coordinator("hdr").spouts[0].spout._lean
         cluster.kill_topology("hdr")
-    assert lean, "the installed nats-py lacks the internals nats_wire uses: the spout took the slow path"
+    assert took_lean == lean, "the installed nats-py lacks the internals nats_wire uses: the spout took its public path"
     metas = {m["id"][0]: m for m in map(json.loads, open(bolt.path))}
     assert len(metas) == 2
     first, second = metas[min(metas)], metas[max(metas)]
@@ -203,3 +207,22 @@ def test_delivery_ids_refuse_what_is_not_an_ack_subject(reply):
 
     with pytest.raises(ValueError, match="not a JetStream ack subject"):
         delivery_ids(reply)
+
+
+def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
+    from squall.connectors import nats_wire
+
+    class Client:
+        async def _process_msg(self, sid, subject, reply, data, headers): ...
+        async def _send_command(self, cmd, priority=False): ...
+        async def _flush_pending(self, force_flush=False): ...
+        async def _process_headers(self, headers): ...
+
+    class Renamed(Client):
+        async def _process_msg(self, sid, subject, reply, payload, headers): ...
+
+    class Missing(Client):
+        _send_command = None
+
+    assert nats_wire.supported(Client())
+    assert not nats_wire.supported(Renamed()) and not nats_wire.supported(Missing())
