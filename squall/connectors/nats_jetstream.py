@@ -294,9 +294,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     continue
                 handle = m.handle
                 try:
-                    if kind == "ack":
-                        acked.append(m)
-                    elif kind == "nak":
+                    if kind == "nak":
                         delay = self.retry_delay_secs if failure is not None else 0
                         await self._nc.publish(handle.reply, wire.NAK + (
                             b' {"delay": %d}' % int(delay * 1e9) if delay else b""))
