@@ -185,7 +185,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._pull_min = min(self.batch_size, max(1, self.prefetch // 4))
         self._pull_sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_pulled,
                                                   pending_msgs_limit=-1, pending_bytes_limit=-1)
-        self._lean = wire.supported(self._nc)
+        self._lean = wire.supported(self._nc, self._pull_sub)
         if self._lean:  # the pull's messages skip nats-py's Msg, queue and callback task (nats_wire)
             wire.tap(self._nc, self._pull_sub, self._pull_status, self._delivered)
         if self.task_index == 0:

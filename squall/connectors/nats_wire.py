@@ -8,7 +8,7 @@ alone, without an engine, the spout took 67k messages/s where the same client re
 as (subject, reply, payload, headers), and a batch of acks is written as one buffer.
 
 Both lean on nats-py internals (`Client._process_msg`, `_send_command`, `_flush_pending`,
-`Subscription._id`); `supported(nc)` says whether this client has them, and the spout takes
+`Subscription._id`); `supported(nc, sub)` says whether this client has them, and the spout takes
 nats-py's public path when it does not.
 """
 
@@ -41,8 +41,11 @@ class Delivery:
 PROCESS_MSG_ARGS = ["sid", "subject", "reply", "data", "headers"]  # what the parser passes, by nats-py 2.x
 
 
-def supported(nc: Any) -> bool:
-    """Whether this nats-py client has the internals the lean path uses, as it uses them."""
+def supported(nc: Any, sub: Any) -> bool:
+    """Whether this nats-py client and its subscription `sub` have the internals the lean path
+    uses, as it uses them."""
+    if not isinstance(getattr(sub, "_id", None), int):
+        return False
     if not all(callable(getattr(nc, name, None)) for name in ("_process_msg", "_send_command", "_flush_pending",
                                                                "_process_headers")):
         return False

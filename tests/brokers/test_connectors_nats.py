@@ -113,7 +113,7 @@ def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_
     headers still reach the tuple's meta field, and its dead letter, as nats-py parses them.
     A nats-py without the internals nats_wire uses takes its public path, with the same result."""
     if not lean:
-        monkeypatch.setattr("squall.connectors.nats_wire.supported", lambda nc: False)
+        monkeypatch.setattr("squall.connectors.nats_wire.supported", lambda nc, sub: False)
     stream = nats_admin.source("hdr")
     nats_admin.run(nats_admin.js.publish(stream, b"with-headers", headers={"trace": "t-1", "tenant": "acme"}))
     nats_admin.publish(stream, [b"plain"])
@@ -224,5 +224,10 @@ def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
     class Missing(Client):
         _send_command = None
 
-    assert nats_wire.supported(Client())
-    assert not nats_wire.supported(Renamed()) and not nats_wire.supported(Missing())
+    class Subscription:
+        _id = 7
+
+    sub = Subscription()
+    assert nats_wire.supported(Client(), sub)
+    assert not nats_wire.supported(Renamed(), sub) and not nats_wire.supported(Missing(), sub)
+    assert not nats_wire.supported(Client(), object())  # a subscription without its sid
