@@ -506,7 +506,7 @@ def print_spark_profile(p: dict[str, Any]) -> None:
     line("  wait for the oldest job in flight", d["job_wait"])
     line("    decode rows (driver)", d["decode"])
     line("  apply: ledger + spout acks", d["apply"])
-    line("    ledger.apply (XOR ledger)", d["ledger"])
+    line("    ledger.apply (XOR ledger)", d.get("ledger", 0.0))
     line("    _finish (pending pop, latency, spout.ack)", d["finish"])
     line("  timeouts rotation", d["rotate"])
     line("  other", d["other"])

@@ -36,6 +36,8 @@ WORDS = (
 MIN_WORDS, MAX_WORDS = 5, 12
 POOL = 1 << 14  # distinct sentences; a msg id picks one by a hash, so a replay finds it again
 MAX_RETRIES = 3
+WAVE_TUPLES = 100_000  # a spout task's emits per wave: it stops at the first call past this
+SPOUT_BATCH = 8192  # ColumnSentenceSpout's rows per call, so a full wave holds up to 106,496
 
 
 def sentence_pool(seed: int, size: int = POOL) -> pa.Array:
@@ -55,7 +57,8 @@ class ColumnSentenceSpout(Spout):
     emitted again (same id, same sentence) before new ones, at most `max_retries` times.
     `limit`: at most this many new sentences per spout task (None: no end)."""
 
-    def __init__(self, batch: int = 8192, limit: int | None = None, seed: int = 42, max_retries: int = MAX_RETRIES):
+    def __init__(self, batch: int = SPOUT_BATCH, limit: int | None = None, seed: int = 42,
+                 max_retries: int = MAX_RETRIES):
         self.batch, self.limit, self.seed, self.max_retries = batch, limit, seed, max_retries
 
     def declare_output_fields(self, declarer: Any) -> None:
@@ -144,9 +147,11 @@ def build_topology(parallelism: int = 2, limit: int | None = None) -> StormTopol
 
 
 CONF = Config()
-CONF.set_max_spout_pending(200_000)
+# Room for two full waves in flight (squall.waves.in.flight): the next wave is built while one
+# runs, and a limit of 2 x 100,000 cut every other wave to 98,304 (one spout call less).
+CONF.set_max_spout_pending(2 * (WAVE_TUPLES + SPOUT_BATCH))
 CONF.set_message_timeout_secs(30)
-CONF[Config.SQUALL_WAVE_MAX_TUPLES] = 100_000
+CONF[Config.SQUALL_WAVE_MAX_TUPLES] = WAVE_TUPLES
 
 
 if __name__ == "__main__":
