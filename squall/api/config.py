@@ -28,6 +28,7 @@ class Config(dict):
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
     SQUALL_DEAD_LETTER_SINK = "squall.dead.letter.sink"
     SQUALL_GC_TUNE = "squall.gc.tune"
+    SQUALL_MALLOC_TUNE = "squall.malloc.tune"  # glibc's mmap and trim thresholds (engine/malloc_tuning.py)
     SQUALL_SPARK_UI = "squall.spark.ui"
     SQUALL_SPARK_LOG_LEVEL = "squall.spark.log.level"
     # Spark's checkpoint directory (default: a temp dir, only on local[...] masters; on a cluster
@@ -69,6 +70,7 @@ class Config(dict):
         SQUALL_MAX_REPLAYS: 5,
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
         SQUALL_GC_TUNE: True,
+        SQUALL_MALLOC_TUNE: True,
         SQUALL_SPARK_UI: False,
         # Spark's own logs (Java traces of failed tasks): None sends them to a file whose path the
         # lost-wave warning gives; a log4j level ("WARN", "INFO", ...) shows them on the console.

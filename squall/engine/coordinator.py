@@ -9,7 +9,6 @@ import copy
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,9 +19,10 @@ from squall.engine.checkpoints import CheckpointSchedule
 from squall.engine.gc_tuning import gc_paused, tune_gc
 from squall.engine.in_flight import BuiltWave, Done, InFlight
 from squall.engine.lost_waves import LostWaves
+from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.spout_task import SpoutTask
 from squall.engine.ticks import TickSchedule
-from squall.engine.wave import Captured, Executor, WaveOutput, add_captured, merge_captured
+from squall.engine.wave import Captured, Executor, WaveOutput, WaveSummary, add_captured, merge_captured
 from squall.engine.wave_sizing import WaveSizer
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
@@ -37,20 +37,6 @@ log = logging.getLogger("squall")
 
 MAX_ERRORS_KEPT = 1000
 WAVE_TUPLES_CAP = 200_000  # spout tuples per wave at most, however cheap tuples are (driver memory)
-
-
-@dataclass
-class WaveSummary:
-    wave: int
-    spout_emitted: int
-    executed: int
-    acked: int
-    failed: int
-    secs: float
-
-    @property
-    def progressed(self) -> bool:
-        return bool(self.spout_emitted or self.executed or self.acked or self.failed)
 
 
 class Coordinator:
@@ -109,6 +95,7 @@ class Coordinator:
 
     def start(self) -> None:
         tune_gc(self.conf)
+        tune_malloc(self.conf)
         self.executor.start()
         for st in self.spouts:
             st.open()

@@ -20,6 +20,22 @@ Captured = dict[str, dict[str, dict[int, list]]]  # component -> stream -> task 
 
 
 @dataclass
+class WaveSummary:
+    """What one run_wave did, as the driver's loop sees it (an idle wave made no progress)."""
+
+    wave: int
+    spout_emitted: int
+    executed: int
+    acked: int
+    failed: int
+    secs: float
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.spout_emitted or self.executed or self.acked or self.failed)
+
+
+@dataclass
 class TaskStats:
     """A component's counters summed over its tasks (and waves)."""
 

@@ -24,6 +24,7 @@ from pyspark.serializers import pack_long
 from squall.api.config import Config, component_conf
 from squall.engine.bolt_task import BoltTask
 from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
+from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.sealing import portable_captured, seal_outputs
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles, State
 from squall.engine.spark.spout_input import Carried, records_for
@@ -79,6 +80,7 @@ def _setup(uid: str, blob: Any) -> tuple:
     if got is None:
         got = _TOPOLOGIES[uid] = pickle.loads(blob.value)
         tune_gc(got[1])
+        tune_malloc(got[1])
     return got
 
 
