@@ -213,11 +213,14 @@ def _watch(args: argparse.Namespace, cluster: Any, name: str, done: Any,
                 try:
                     while args.seconds == 0 or time.monotonic() - t0 < args.seconds:
                         time.sleep(1 / REFRESH_PER_SEC)
-                        if name not in cluster.topology_names():
+                        try:
+                            if name not in cluster.topology_names():
+                                raise KeyError(name)
+                            display.refresh()
+                            crash = cluster.get_crash(name)
+                        except KeyError:  # killed from the UI, maybe between the check and the reads
                             console.print("the topology was killed from the UI")
                             break
-                        display.refresh()
-                        crash = cluster.get_crash(name)
                         if crash is not None:
                             break
                         if done is not None and done(cluster, name):

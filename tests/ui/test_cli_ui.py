@@ -9,8 +9,11 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from squall.cli import main
+from rich.console import Console
+
+from squall.cli import _watch, main
 from tests.support.ui_topology import get, post
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +42,46 @@ def test_run_with_ui_serves_the_api_and_a_kill_from_the_ui_ends_the_run():
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+class _KilledWhileWatched:
+    """A cluster whose topology is killed from the UI right after the watch loop saw it running
+    (the names read): every read of it from then on raises KeyError, as LocalCluster's do for a
+    name it no longer has."""
+
+    def __init__(self) -> None:
+        self.names = ["t"]
+        self.killed: list[str] = []
+
+    def topology_names(self) -> list[str]:
+        names, self.names = self.names, []
+        return names
+
+    def _running(self, name: str) -> None:
+        if not self.names:
+            raise KeyError(name)
+
+    def get_crash(self, name: str) -> None:
+        self._running(name)
+
+    def coordinator(self, name: str) -> SimpleNamespace:
+        self._running(name)
+        return SimpleNamespace(waves_done=0, pending_count=0, error_count=0, stats_dict=dict)
+
+    def get_topology_stats(self, name: str) -> dict:
+        self._running(name)
+        return {}
+
+    def kill_topology(self, name: str) -> None:
+        self.killed.append(name)
+
+
+def test_a_kill_from_the_ui_between_the_watch_loops_reads_ends_the_run_cleanly():
+    cluster = _KilledWhileWatched()
+    console = Console(record=True, force_terminal=False, width=200)
+    code, crash, _ = _watch(SimpleNamespace(seconds=0), cluster, "t", None, console)
+    assert (code, crash, cluster.killed) == (0, None, [])
+    assert "killed from the UI" in console.export_text()
 
 
 def test_a_port_in_use_is_a_clear_usage_error(capsys):
