@@ -35,6 +35,7 @@ from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
 from squall.engine.spark.session import get_or_create_session
 from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
+from squall.engine.spark.state_chain import StateChain
 from squall.engine.wave import WaveLost, WaveOutput
 from squall.reliability.anchoring import combine
 from squall.reliability.batch import TupleBatch
@@ -103,6 +104,7 @@ class SparkExecutor:
         # per task: its State's size after its last report; a level whose States are big in all
         # filters them out (a Python pass) before its output is shuffled or collected
         self._state_bytes: dict[tuple[int, int], int] = {}
+        self._chain = StateChain()  # each task's step starts from the State its last one left
         self.waves = 0
         try:
             self.ui_url = self.sc.uiWebUrl
@@ -196,7 +198,7 @@ class SparkExecutor:
         because an earlier wave was lost) its output goes and the next wave builds on the last
         good state again. A job that ran but sent a batch nobody settled did not run whole: it
         is dropped so, and raises WaveLost (reliability/settled.py)."""
-        out = None if rows is None else self._output(rows, job.sent)
+        out, steps = (None, []) if rows is None else self._output(rows, job.sent)
         astray = None if out is None else unsettled(out.sent, out.settled)
         if out is None or astray is not None:
             for rdd in job.outs:
@@ -209,6 +211,10 @@ class SparkExecutor:
             if not self.checkpoints.holds(old):  # a local checkpoint's blocks are later waves' lineage
                 old.unpersist(blocking=False)
         self._good = job.outs
+        for step in steps:  # the coordinator records and logs the errors
+            lost = self._chain.step(*step)
+            if lost is not None:
+                out.errors.append(lost)
         if job.checkpointed is not None:  # its checkpoint is done: earlier builds never run again
             self._inputs.cut(job.checkpointed)
             self.checkpoints.written_for(job.outs)
@@ -251,8 +257,11 @@ class SparkExecutor:
         rdd.partitioner = shuffled.partitioner
         return rdd
 
-    def _output(self, rows: list[tuple], sent: list[Sent] | None = None) -> WaveOutput:
+    def _output(self, rows: list[tuple], sent: list[Sent] | None = None) -> tuple[WaveOutput, list[tuple]]:
+        """The wave's output, and its tasks' steps (component, task, wave, the wave of the State it
+        started from) for the StateChain once the wave is kept."""
         out = WaveOutput()
+        steps: list[tuple] = []
         roots: list[np.ndarray] = []
         vals: list[np.ndarray] = []
         if sent:
@@ -270,11 +279,12 @@ class SparkExecutor:
                 out.settled.extend(rec.settled)
             elif kind is Report:
                 out.add_report(rec.component, rec.task, rec.counters, rec.errors, rec.captured, rec.metrics)
+                steps.append((rec.component, rec.task, rec.wave, rec.state_from))
                 if rec.task in self.layout.loc:
                     self._state_bytes[self.layout.loc[rec.task]] = rec.state_bytes
         if roots:
             out.ack_roots, out.ack_vals = combine(np.concatenate(roots), np.concatenate(vals))
-        return out
+        return out, steps
 
     def stop(self) -> None:
         if self._pool is not None:

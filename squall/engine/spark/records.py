@@ -82,3 +82,4 @@ class Report(NamedTuple):
     captured: Any
     metrics: Any = None  # the task's user metrics of the wave (squall.api.metrics.TaskMetrics.take)
     state_bytes: int = 0  # the size of the task's State after the wave (the driver picks how levels shuffle)
+    state_from: int = 0  # the wave of the State its step started from, 0 for a new instance (state_chain.py)

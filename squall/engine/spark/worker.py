@@ -209,11 +209,12 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         roots.extend(res.ack_roots)
         vals.extend(res.ack_vals)
         other.extend(_reliability_records(wave, res))
+        state_from = state.wave if state is not None else 0
         state = State(wave, task.snapshot(cloudpickle.dumps))
-        if res.executed or res.errors or res.captured or res.metrics:
-            captured = portable_captured(res.captured) if res.captured else res.captured
-            other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics,
-                                len(state.blob)))
+        # always, even with nothing executed: the driver follows each task's State from step to step
+        captured = portable_captured(res.captured) if res.captured else res.captured
+        other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics,
+                            len(state.blob), state_from))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     out: list[tuple[int, tuple]] = [(p, state)]  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():
