@@ -100,8 +100,8 @@ def run_rounds(cluster_kwargs, kill_workers_between=False, evict_between=False, 
                         out.unpersist(blocking=True)
                 killed.append(len(kill_python_workers(cluster_kwargs["spark"])))  # and the instances they hold
         coord = cluster.coordinator("join")
-        # A wave lost on the way (its roots failed, never replayed by the feeder) would show as
-        # lower counts: say so, with Spark's reason, rather than only the diff of what was emitted.
+        # A wave lost on the way (its roots failed, never replayed by the feeder) or a step from an
+        # older State (StateLost) would show as lower counts: say which, rather than only the diff.
         assert not coord.errors, "\n".join(map(str, coord.errors))
         if checks is not None:
             checks(coord)
