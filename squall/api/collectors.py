@@ -4,13 +4,14 @@ squall.api.spout_collector; the streams and emit checks both share, in squall.ap
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.rebinding import current_collector
 from squall.api.streams import StreamOut, checked_emit
-from squall.api.tuple import Tuple
+from squall.api.tuple import RowTuples, Tuple
 
 
 class LeanEmits(NamedTuple):
@@ -38,6 +39,7 @@ class Recorded(NamedTuple):
     unrouted: int  # emits on streams nobody subscribes to: counted, not recorded (no child, no edge)
     held: list = []  # stores (squall.reliability.held.HeldStore) whose rows were acked or failed
     lean: LeanEmits | None = None  # emits on the lean path (then `emits` is empty)
+    ack_rows: list[int] = []  # rows of the batch a BasicBolt acked with no Tuple kept (BasicBoltExecutor.execute_rows)
 
 
 DROPPED = -2  # StreamOut.bucket of a stream nobody subscribes to: its emits are counted, not recorded
@@ -55,7 +57,7 @@ class OutputCollector:
 
     __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
                  "input_row", "_runner", "_held", "_lean_keys", "_lean_vals", "_buckets", "_nb", "_batch",
-                 "_tuples")
+                 "_tuples", "_ack_rows")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
@@ -80,11 +82,12 @@ class OutputCollector:
         self._lean_keys: list[int] = []
         self._lean_vals: list[list] = [[] for _ in self._buckets]
         self._batch: Any = None  # the batch being executed, and its Tuples (begin_batch)
-        self._tuples: list[Tuple] = []
+        self._tuples: Sequence[Tuple] = []
+        self._ack_rows: list[int] = []
 
-    def begin_batch(self, batch: Any, tuples: list[Tuple]) -> None:
-        """The runner is about to execute `tuples` (the rows of `batch`): emits anchored to the
-        one being executed may take the lean path."""
+    def begin_batch(self, batch: Any, tuples: Sequence[Tuple]) -> None:
+        """The runner is about to execute `tuples` (the rows of `batch`, or a RowTuples that makes
+        them when asked): emits anchored to the one being executed may take the lean path."""
         self._batch = batch
         self._tuples = tuples
 
@@ -100,8 +103,10 @@ class OutputCollector:
         if self._lean_keys:
             lean = LeanEmits(self._lean_keys, self._lean_vals, self._buckets)
             self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
-        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held, lean)
+        rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held, lean,
+                       self._ack_rows)
         self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held = [], [], [], [], 0, []
+        self._ack_rows = []
         self._batch, self._tuples = None, []
         return rec
 
@@ -281,6 +286,62 @@ class BasicBoltExecutor:
             else:
                 t._done = 1
                 acks.append(t)
+        bc.input = None  # not the last input: it would keep its whole batch alive between waves
+        bc._key = -1
+
+    def execute_rows(self, batch: Any, on_error: Callable[[Tuple, Exception], None]) -> None:
+        """`execute_all` over every row of `batch` (the batch the collector is on), with each
+        row's Tuple made as the loop reaches it: a BasicBolt acks its input when execute returns,
+        so a Tuple nobody else holds then (no reference beyond the loop's: not kept by the bolt,
+        not emitted on the general path, not failed) is the next row's too, its row recorded as
+        acked (`Recorded.ack_rows`). One held is left to its holder, acked, and a new one made.
+        The tuples_of pass, an object per row and the acks list go (word count's Count: ...)."""
+        coll, bc, execute = self._collector, self._bc, self.basic.execute
+        coll.begin_batch(batch, RowTuples(batch, bc))
+        ack_rows = coll._ack_rows
+        nb = coll._nb
+        flat = getattr(batch, "flat", None)
+        new = object.__new__
+        refs = sys.getrefcount
+        t: Tuple | None = None
+        alone = 0  # the references to a Tuple nobody else holds: the loop's, bc.input's, refs' own
+        for i, v in enumerate(batch.values if flat is None else flat):
+            if t is None:
+                t = new(Tuple)
+                t._b = batch
+                t._out = 0
+            if flat is None:
+                t._values = v
+            else:
+                t._values = None
+                t._v = v
+            t._i = i
+            t._done = 0
+            coll.input_row = i
+            bc.input = t
+            bc._key = i * nb
+            if not alone:
+                alone = refs(t)
+            try:
+                execute(t, bc)
+            except FailedException as e:
+                if isinstance(e, ReportedFailedException):
+                    coll.report_error(e)
+                coll.fail(t)
+                t = None
+                continue
+            except Exception as e:  # noqa: BLE001 - the caller says what becomes of the input
+                on_error(t, e)
+                t = None
+                continue
+            if t._done:
+                coll.ack(t)  # says it was acked or failed already
+                t = None
+                continue
+            ack_rows.append(i)
+            if refs(t) > alone:  # kept: it stays acked, and the next row gets a Tuple of its own
+                t._done = 1
+                t = None
         bc.input = None  # not the last input: it would keep its whole batch alive between waves
         bc._key = -1
 

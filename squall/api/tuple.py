@@ -153,6 +153,37 @@ def tuples_of(batch: Any) -> list[Tuple]:
     return out
 
 
+def row_tuple(batch: Any, i: int, done: int = 0) -> Tuple:
+    """A Tuple for row `i` of `batch`, as tuples_of makes it."""
+    flat = getattr(batch, "flat", None)
+    t = Tuple(None if flat is not None else batch.values[i], batch, i)
+    if flat is not None:
+        t._v = flat[i]
+    t._done = done
+    return t
+
+
+class RowTuples:
+    """The Tuples of a batch a BasicBolt runs with no list of them (BasicBoltExecutor.execute_rows):
+    row `i`'s when asked for, the one being executed (`holder.input`) or made again, acked if its
+    row was executed already."""
+
+    __slots__ = ("_batch", "_holder")
+
+    def __init__(self, batch: Any, holder: Any):
+        self._batch = batch
+        self._holder = holder
+
+    def __getitem__(self, i: int) -> Tuple:
+        t = self._holder.input
+        if t is not None and t._i == i:
+            return t
+        return row_tuple(self._batch, i, 1 if t is None or i < t._i else 0)
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+
 def _rebuild(values: list, batch: Any, done: int, out: int) -> Tuple:
     t = Tuple(values, batch, 0)
     t._done = done

@@ -210,11 +210,16 @@ class BoltTask(TaskBase):
             self._flush(batch, [], res, wave)
             res.proc_secs += time.perf_counter() - t0
             return
-        tuples = tuples_of(batch)
-        coll.begin_batch(batch, tuples)
-        if type(self.bolt) is BasicBoltExecutor:
+        tuples: list[Tuple] = []
+        if type(self.bolt) is BasicBoltExecutor and not coll._record_all:  # (debug logs each acked Tuple)
+            self.bolt.execute_rows(batch, lambda t, e: self._execute_raised(t, e, res))
+        elif type(self.bolt) is BasicBoltExecutor:
+            tuples = tuples_of(batch)
+            coll.begin_batch(batch, tuples)
             self.bolt.execute_all(tuples, lambda t, e: self._execute_raised(t, e, res))
         else:
+            tuples = tuples_of(batch)
+            coll.begin_batch(batch, tuples)
             for i, t in enumerate(tuples):
                 coll.input_row = i
                 try:
@@ -223,7 +228,7 @@ class BoltTask(TaskBase):
                     self._execute_raised(t, e, res)
         coll.input_row = -1
         res.exec_secs += time.perf_counter() - t0
-        res.executed += len(tuples)
+        res.executed += len(batch)
         self._flush(batch, tuples, res, wave)
         res.proc_secs += time.perf_counter() - t0
 
@@ -269,13 +274,13 @@ class BoltTask(TaskBase):
                 mark_settling(children, self.settle_to, salt, len(res.outputs))
                 res.sent.extend(sent_of(children))
             res.outputs.extend(children)
-        if rec.acks or rec.fails or rec.resets:
-            res.acked += len(rec.acks)
+        if rec.acks or rec.ack_rows or rec.fails or rec.resets:
+            res.acked += len(rec.acks) + len(rec.ack_rows)
             res.failed += len(rec.fails)
             held = getattr(self.bolt, "held_acks", None)  # a bolt that holds its acks (a stateful bolt)
             sink = res if held is None else held.sink_for(res)
             settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, sink, self.component, self.task_id,
-                          own_acks=self.settles_whole)
+                          own_acks=self.settles_whole, acked_rows=rec.ack_rows)
         if rec.held:
             settle_held(rec.held, res, res)
         if self.debug:

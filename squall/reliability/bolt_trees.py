@@ -12,6 +12,8 @@ The Tuple slots `_b`, `_i`, `_done` and `_out` are written here (and `_done` by 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -200,18 +202,20 @@ def settle_held(stores: list[HeldStore], sink: MessageSink, counts: Any) -> None
 
 def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails: list[tuple[Tuple, Any]],
                   resets: list[Tuple], out_ack: np.ndarray, sink: MessageSink, component: str,
-                  task_id: int, own_acks: bool = False) -> None:
+                  task_id: int, own_acks: bool = False, acked_rows: Sequence[int] = ()) -> None:
     """Ack messages for acked inputs, zero messages for resets, failed roots with reasons.
-    `own_acks`: every acked tuple is a row of `batch` (a BasicBolt's), so none is looked at alone."""
+    `own_acks`: every acked tuple is a row of `batch` (a BasicBolt's), so none is looked at alone;
+    `acked_rows`: more acked rows of `batch`, with no Tuple (such a bolt's too)."""
     if anchors is None and (own_acks or all(t._b is batch for t in acks)) \
             and all(f[0]._b is batch for f in fails) and all(t._b is batch for t in resets):
         return  # nothing here is tracked
     here = Anchors.empty(len(batch)) if anchors is None else anchors
     settled = getattr(batch, "anc_settle", None) is not None  # no edges: a message only where children were anchored
     if own_acks:
-        ack_rows = _EMPTY_I if settled and not out_ack.any() else np.fromiter(map(_get_i, acks), _I64, len(acks))
+        ack_rows = _EMPTY_I if settled and not out_ack.any() else \
+            np.fromiter(chain(map(_get_i, acks), acked_rows), _I64, len(acks) + len(acked_rows))
     else:
-        ack_rows = np.array([t._i for t in acks if t._b is batch], _I64)
+        ack_rows = np.array([t._i for t in acks if t._b is batch] + list(acked_rows), _I64)
     if settled and len(ack_rows):
         ack_rows = ack_rows[out_ack[ack_rows] != 0]
     if len(ack_rows) and len(here.root):
