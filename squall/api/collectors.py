@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.rebinding import current_collector
-from squall.api.streams import StreamOut, checked_emit
+from squall.api.streams import NO_TASKS, StreamOut, checked_emit
 from squall.api.tuple import RowTuples, Tuple
 
 
@@ -140,7 +140,7 @@ class OutputCollector:
             anchors = self._runner.check_anchors(anchors)
         if so.unrouted and not self._record_all:
             self._unrouted += 1
-            return []
+            return NO_TASKS
         if so.bucket >= 0 and type(anchors) is Tuple and not self._emits:
             row = anchors._i
             if row == self.input_row and anchors._b is self._batch:  # the input being executed
@@ -148,7 +148,7 @@ class OutputCollector:
                 b = so.bucket + p
                 self._lean_keys.append(row * self._nb + b)
                 self._lean_vals[b].append(values[0] if so.nfields == 1 else values)  # one field: flat
-                return [so.pick_tasks[p]]
+                return so.pick_ids[p]
         if self._lean_keys:
             self._lean_to_general()
         targets = so.route(values)
@@ -227,10 +227,10 @@ class BasicOutputCollector:
                     b += p
                     out._lean_keys.append(k + b)
                     out._lean_vals[b].append(values[0] if nf == 1 else values)  # one field: flat
-                    return [so.pick_tasks[p]]
+                    return so.pick_ids[p]
             elif b == DROPPED:
                 out._unrouted += 1
-                return []
+                return NO_TASKS
         return out.emit(values, self.input, stream)
 
     def emit_direct(self, task: int, values: list, stream: str = "default") -> None:

@@ -92,7 +92,7 @@ class SpoutOutputCollector:
             self._lean_keys.append(b)
             self._lean_vals[b].append(values[0] if nf == 1 else values)
             self._lean_mids.append(msg_id)
-            return [so.pick_tasks[p]]
+            return so.pick_ids[p]
         values = checked_emit(so, values, self._streams, self._component, stream, who="spout")
         if self._lean_keys:
             self._lean_to_general()

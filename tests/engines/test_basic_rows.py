@@ -164,3 +164,40 @@ def test_a_tuple_emitted_on_the_general_path_is_not_reused(monkeypatch):
     assert _summary(rows[0]) == _summary(per_row[0])
     everyone = [b for _, b in rows[0].outputs if b.stream == "everyone"]
     assert everyone and len(task.bolt.basic.ids) > 1
+
+
+def test_emit_returns_the_target_tasks_read_only_and_shared():
+    """emit returns its target task ids (Storm's List<Integer>); one read-only list per target,
+    returned by every emit to it. It compares, copies and pickles as a list."""
+    import pickle
+
+    got = []
+
+    class Returns(BasicBolt):
+        def declare_output_fields(self, d):
+            d.declare(["word"])
+            d.declare(["tid"], stream="nobody")
+
+        def execute(self, t, c):
+            for w in t["text"].split():
+                got.append((w, c.emit([w])))
+            got.append((None, c.emit([t["tid"]], stream="nobody")))
+
+    b = TopologyBuilder()
+    b.set_spout("src", Src(), 1)
+    b.set_bolt("work", Returns(), 1).shuffle_grouping("src")
+    b.set_bolt("words", Keeper(), 3).fields_grouping("work", ["word"])
+    topo = b.create_topology()
+    BoltTask(topo, "work", 0, Config(), Returns()).run([_batch(5)], wave=1)
+    words = topo.task_ids["words"]
+    for w, ids in got:
+        assert ids == ([words[zlib.crc32(w.encode()) % 3]] if w is not None else [])
+    by_task = {ids[0]: ids for w, ids in got if w is not None}
+    assert all(ids is by_task[ids[0]] for w, ids in got if w is not None)  # one list per target
+    ids = got[0][1]
+    for change in (lambda: ids.append(1), lambda: ids.sort(), lambda: ids.__setitem__(0, 1), lambda: ids.clear()):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    copy = list(ids)
+    copy.append(7)
+    assert copy[:-1] == ids and pickle.loads(pickle.dumps(ids)) == ids
