@@ -273,13 +273,8 @@ class BasicBoltExecutor:
             bc._key = i * nb + base
             try:
                 execute(t, bc)
-            except FailedException as e:
-                if isinstance(e, ReportedFailedException):
-                    coll.report_error(e)
-                coll.fail(t)
-                continue
-            except Exception as e:  # noqa: BLE001 - the caller says what becomes of the input
-                on_error(t, e)
+            except Exception as e:  # noqa: BLE001 - FailedException fails it; on_error says what else does
+                self._raised(t, e, on_error)
                 continue
             if t._done:
                 coll.ack(t)  # says it was acked or failed already
@@ -324,14 +319,8 @@ class BasicBoltExecutor:
                 alone = refs(t)
             try:
                 execute(t, bc)
-            except FailedException as e:
-                if isinstance(e, ReportedFailedException):
-                    coll.report_error(e)
-                coll.fail(t)
-                t = None
-                continue
-            except Exception as e:  # noqa: BLE001 - the caller says what becomes of the input
-                on_error(t, e)
+            except Exception as e:  # noqa: BLE001 - failed or on_error's: it stays as it is, a new one next
+                self._raised(t, e, on_error)
                 t = None
                 continue
             if t._done:
@@ -344,6 +333,16 @@ class BasicBoltExecutor:
                 t = None
         bc.input = None  # not the last input: it would keep its whole batch alive between waves
         bc._key = -1
+
+    def _raised(self, t: Tuple, e: Exception, on_error: Callable[[Tuple, Exception], None]) -> None:
+        """`execute(t)` raised `e`: a FailedException fails t (reported if it says so); anything
+        else goes to on_error."""
+        if not isinstance(e, FailedException):
+            on_error(t, e)
+            return
+        if isinstance(e, ReportedFailedException):
+            self._collector.report_error(e)
+        self._collector.fail(t)
 
     def cleanup(self) -> None:
         self.basic.cleanup()
