@@ -211,7 +211,8 @@ class BoltTask(TaskBase):
             res.proc_secs += time.perf_counter() - t0
             return
         tuples: list[Tuple] = []
-        if type(self.bolt) is BasicBoltExecutor and not coll._record_all:  # (debug logs each acked Tuple)
+        # a task that captures or logs (debug) its emits and acks keeps a Tuple per row
+        if type(self.bolt) is BasicBoltExecutor and not coll._record_all:
             self.bolt.execute_rows(batch, lambda t, e: self._execute_raised(t, e, res))
         elif type(self.bolt) is BasicBoltExecutor:
             tuples = tuples_of(batch)
