@@ -117,8 +117,10 @@ def standalone(tmp_path):
                 state = master_state(ui_port)
                 if state.get("aliveworkers", 0) >= 1 and state.get("cores", 0) >= 2:
                     break
-            except OSError:
-                pass  # the master's web UI is not up yet
+            except (OSError, ValueError):
+                # Its web UI is not up yet, or not yet the leader's: the UI is bound before the master
+                # is elected (STANDBY, then ALIVE) and in between /json/ answered an HTML page once.
+                pass
             if time.monotonic() > deadline:
                 pytest.fail(f"no worker registered with {url} within {START_DEADLINE_SECS}s\n"
                             f"--- master log ---\n{tail(master_log)}\n--- worker log ---\n{tail(worker_log)}")
