@@ -9,6 +9,8 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+
 
 @dataclass(frozen=True)
 class ProcStat:
@@ -64,7 +66,8 @@ def python_workers(spark: Any) -> list[ProcStat]:
 
 
 def kill_python_workers(spark: Any) -> list[ProcStat]:
-    """SIGKILL this session's Python workers; returns those that were alive to be killed."""
+    """SIGKILL this session's Python workers; returns those that were alive to be killed, once
+    PySpark runs Python tasks again (`drain_dead_workers`)."""
     killed = []
     for proc in python_workers(spark):
         try:
@@ -72,4 +75,24 @@ def kill_python_workers(spark: Any) -> list[ProcStat]:
         except ProcessLookupError:  # exited between the walk and the kill
             continue
         killed.append(proc)
+    drain_dead_workers(spark)
     return killed
+
+
+def drain_dead_workers(spark: Any, jobs: int = 50) -> int:
+    """Run one-task Python jobs until one succeeds; returns how many failed. Spark keeps idle
+    Python workers for reuse, and after their daemon is killed each dead one still queued costs
+    the task that takes it an attempt ("Stream closed" when Spark tells the dead daemon to stop
+    it, or "Python worker exited unexpectedly" while the zombie looks alive). A test killed
+    8 workers at once here, and a task of the next wave ran out of its 4 attempts on them: its
+    wave was lost, what a Spark job failure does, not what the test is about. Each failed task
+    attempt here takes one dead worker off the queue, and the queue is empty once a task
+    succeeds (Spark restarts the daemon only when none is queued)."""
+    sc = spark.sparkContext
+    for failed in range(jobs):
+        try:
+            sc.parallelize([0], 1).map(lambda x: x + 1).collect()
+            return failed
+        except Py4JJavaError:
+            continue
+    raise AssertionError(f"PySpark ran no Python task in {jobs} jobs after its workers were killed")
