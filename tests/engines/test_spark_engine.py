@@ -593,7 +593,7 @@ def test_shuffles_between_levels_take_the_java_serializer(spark_session):
         feeder.feed(["k1", "right"], 1)
         cluster.wait_idle()
         ex = cluster.coordinator("j").executor
-        shuffled = ex._shuffle(ex._state[0], 1, worker.LEVEL_PARTITIONERS[1])  # noqa: SLF001 - what it builds
-        dep = shuffled._jrdd.rdd().dependencies().head().rdd().dependencies().head()
+        shuffled = ex._jvm.shuffle(ex._state[0]._jrdd, 1, worker.LEVEL_PARTITIONERS[1])  # noqa: SLF001 - what it builds
+        dep = shuffled.rdd().dependencies().head().rdd().dependencies().head()
         assert dep.serializer().getClass().getSimpleName() == "JavaSerializer"
         assert set(tracker.acked) == {1}

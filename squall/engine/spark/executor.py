@@ -30,7 +30,7 @@ from squall.engine.sealing import dumps
 from squall.engine.spark import worker
 from squall.engine.spark.checkpoints import Checkpoints, checkpoint_kind
 from squall.engine.spark.host_local import check_cluster_resources
-from squall.engine.spark.jvm import JvmHandles
+from squall.engine.spark.jvm import BroadcastRef, JvmHandles
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
 from squall.engine.spark.session import get_or_create_session
@@ -95,6 +95,7 @@ class SparkExecutor:
         self.checkpoints = Checkpoints(self.sc, checkpoints)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         self._jvm = JvmHandles(self.sc, self._blob)
+        self._blob_ref = BroadcastRef(self._blob)
         # per level: the persisted output (it carries the instances) of the last wave submitted,
         # which the next wave builds on, and of the last wave whose job succeeded
         self._state: list[Any] = []
@@ -141,6 +142,7 @@ class SparkExecutor:
     def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
                now: float | None) -> tuple[list[Any], bool]:
         """The wave's RDDs, one per level, and whether they are checkpointed."""
+        from pyspark.core.rdd import Partitioner  # noqa: PLC0415
         layout = self.layout
         sc = self.sc
         width1 = layout.width(1)
@@ -165,7 +167,7 @@ class SparkExecutor:
             # thread, read when an RDD is made; once set it stays.
             sc.setLocalProperty(CHECKPOINT_ALL_LEVELS, "true")
         for level in range(1, layout.depth + 1):
-            fn = worker.run_level(self.uid, self._blob, wave, level, carried if level == 1 else None, now)
+            fn = worker.run_level(self.uid, self._blob_ref, wave, level, carried if level == 1 else None, now)
             if level == 1:
                 base = prev[0]._jrdd if prev else sc.parallelize([], width1)._jrdd
                 out = _raw(sc, self._jvm.map_partitions(base, fn))
@@ -174,12 +176,13 @@ class SparkExecutor:
                 if self._level_state_bytes(level - 1) > STATE_SHUFFLE_BYTES:  # leave its big States behind
                     before = before.mapPartitions(worker.without_states)
                     before._bypass_serializer = True
-                shuffled = self._shuffle(before, layout.width(level), worker.LEVEL_PARTITIONERS[level - 1])
+                part_fn = worker.LEVEL_PARTITIONERS[level - 1]
+                shuffled = self._jvm.shuffle(before._jrdd, layout.width(level), part_fn)
                 if prev:  # the same partitioner on both sides: a narrow, partition-by-partition union; the
                     # level takes its State from the cached side and leaves the rest (records carry their wave)
-                    shuffled = self._union(shuffled, prev[level - 1])
-                out = _raw(sc, self._jvm.map_partitions(shuffled._jrdd, fn, preserves_partitioning=True))
-                out.partitioner = shuffled.partitioner
+                    shuffled = shuffled.union(prev[level - 1]._jrdd)
+                out = _raw(sc, self._jvm.map_partitions(shuffled, fn, preserves_partitioning=True))
+                out.partitioner = Partitioner(layout.width(level), part_fn)
             # its step writes bytes keyed for the shuffle (worker.keyed_for_shuffle): read as they are
             out.is_cached = True  # RDD.persist(), with the storage level looked up once
             out._jrdd.persist(self._jvm.memory_only)
@@ -237,25 +240,6 @@ class SparkExecutor:
 
     def _level_state_bytes(self, level: int) -> int:
         return sum(b for (lv, _), b in self._state_bytes.items() if lv == level)
-
-    def _shuffle(self, keyed: Any, n: int, part_fn: Any) -> Any:
-        """A level's cached, keyed output shuffled to the next level's `n` partitions in the JVM:
-        PySpark's partitionBy without its Python pass (the level's step keyed it already)."""
-        from pyspark.core.rdd import Partitioner  # noqa: PLC0415
-
-        jvm = self._jvm
-        pairs = jvm.object_pairs(jvm.pairwise_rdd(keyed._jrdd.rdd()))
-        jrdd = jvm.python_rdd.valueOfPair(pairs.partitionBy(jvm.python_partitioner(n, id(part_fn))))
-        rdd = _raw(self.sc, jrdd)
-        rdd.partitioner = Partitioner(n, part_fn)
-        return rdd
-
-    def _union(self, shuffled: Any, cached: Any) -> Any:
-        """RDD.union of a level's shuffled input and its cached output, both raw bytes under the
-        same partitioner (RDD.union asks the JVM for both partition counts to find that out)."""
-        rdd = _raw(self.sc, shuffled._jrdd.union(cached._jrdd))
-        rdd.partitioner = shuffled.partitioner
-        return rdd
 
     def _output(self, rows: list[tuple], sent: list[Sent] | None = None) -> tuple[WaveOutput, list[tuple]]:
         """The wave's output, and its tasks' steps (component, task, wave, the wave of the State it

@@ -4,11 +4,29 @@ Each Py4J call is a round trip to the JVM that holds the driver thread (~0.25 ms
 one-sentence wave of word count made 53 of them, most to make each level's PythonRDD the way
 PySpark's PipelinedRDD does: look up three JVM classes and the broadcast threshold, and convert
 the same environment map, include list and broadcast list into new Java collections, per RDD.
+Then 40.5; the static methods looked up once, a level's partitioner made once and the
+topology's broadcast pickled with its id known (BroadcastRef) took five more away.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+class BroadcastRef:
+    """Pickles as its Broadcast does (what a worker unpickles is that Broadcast), with the id
+    asked of the JVM once: Broadcast.__reduce__ asks at every pickle, one Py4J call per level's
+    closure a wave."""
+
+    def __init__(self, broadcast: Any):
+        self.broadcast = broadcast
+        self.bid = broadcast._jbroadcast.id()
+
+    def __reduce__(self) -> tuple:
+        from pyspark.core.broadcast import _from_id  # noqa: PLC0415
+
+        self.broadcast._pickle_registry.add(self.broadcast)  # the job ships it to the workers, as PySpark does
+        return _from_id, (self.bid,)
 
 
 class JvmHandles:
@@ -31,6 +49,9 @@ class JvmHandles:
         self.any_ref = jvm.scala.reflect.ClassTag.AnyRef()
         self.python_rdd = jvm.PythonRDD
         self.python_partitioner = jvm.PythonPartitioner
+        self._value_of_pair = jvm.PythonRDD.valueOfPair  # a static method looked up at each use is a call more
+        self._serve_iterator = jvm.PythonRDD.serveIterator
+        self._partitioners: dict[tuple[int, int], Any] = {}
         self._to_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
         self.memory_only = sc._getJavaStorageLevel(StorageLevel.MEMORY_ONLY)
         self._function = jvm.SimplePythonFunction
@@ -52,13 +73,19 @@ class JvmHandles:
         from pyspark.util import _load_from_socket  # noqa: PLC0415
 
         rows = jrdd.collectAsync().get()
-        sock = self.python_rdd.serveIterator(self._to_scala(rows.iterator()), "squall: a wave's rows")
+        sock = self._serve_iterator(self._to_scala(rows.iterator()), "squall: a wave's rows")
         with _load_from_socket(sock, NoOpSerializer()) as stream:
             return list(stream)
 
-    def object_pairs(self, pairs: Any) -> Any:
-        """A JavaPairRDD of the Scala pair RDD `pairs`, its keys and values typed as objects."""
-        return self.java_pair_rdd(pairs, self.any_ref, self.any_ref)
+    def shuffle(self, keyed: Any, n: int, part_fn: Any) -> Any:
+        """The JavaRDD of `keyed`'s values (a JavaRDD of bytes, each key followed by its value, as
+        PySpark's partitionBy writes them) shuffled to the `n` partitions their keys name:
+        PySpark's partitionBy without its Python pass, its partitioner made once per (n, part_fn)."""
+        pairs = self.java_pair_rdd(self.pairwise_rdd(keyed.rdd()), self.any_ref, self.any_ref)
+        part = self._partitioners.get((n, id(part_fn)))
+        if part is None:
+            part = self._partitioners[(n, id(part_fn))] = self.python_partitioner(n, id(part_fn))
+        return self._value_of_pair(pairs.partitionBy(part))
 
     def map_partitions(self, prev: Any, fn: Any, preserves_partitioning: bool = False) -> Any:
         """The JavaRDD of `fn(partition, iterator)` over the bytes of `prev` (a JavaRDD), its output
