@@ -83,11 +83,11 @@ def drain_dead_workers(spark: Any, jobs: int = 50) -> int:
     """Run one-task Python jobs until one succeeds; returns how many failed. Spark keeps idle
     Python workers for reuse, and after their daemon is killed each dead one still queued costs
     the task that takes it an attempt ("Stream closed" when Spark tells the dead daemon to stop
-    it, or "Python worker exited unexpectedly" while the zombie looks alive). A test killed
-    8 workers at once here, and a task of the next wave ran out of its 4 attempts on them: its
-    wave was lost, what a Spark job failure does, not what the test is about. Each failed task
-    attempt here takes one dead worker off the queue, and the queue is empty once a task
-    succeeds (Spark restarts the daemon only when none is queued)."""
+    it, or "Python worker exited unexpectedly" while the zombie looks alive). A task of the wave
+    after a kill ran out of its 4 attempts on them and the wave was lost, which is what a Spark
+    job failure does, not what these tests are about. Here up to 3 of these jobs (12 attempts)
+    failed before one ran. Each failed attempt takes one dead worker off the queue, and the
+    queue is empty once a task succeeds (Spark restarts the daemon only when none is queued)."""
     sc = spark.sparkContext
     for failed in range(jobs):
         try:

@@ -4,8 +4,9 @@ Each Py4J call is a round trip to the JVM that holds the driver thread (~0.25 ms
 one-sentence wave of word count made 53 of them, most to make each level's PythonRDD the way
 PySpark's PipelinedRDD does: look up three JVM classes and the broadcast threshold, and convert
 the same environment map, include list and broadcast list into new Java collections, per RDD.
-Then 40.5; the static methods looked up once, a level's partitioner made once and the
-topology's broadcast pickled with its id known (BroadcastRef) took five more away.
+Then 40.5, and 34 since: PythonRDD's static methods looked up once (a lookup is a call), a
+level's partitioner made once, the topology's broadcast pickled with its id known (BroadcastRef),
+and no PySpark RDD made around a level's shuffled input (its constructor asks for the RDD's id).
 """
 
 from __future__ import annotations
