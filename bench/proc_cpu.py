@@ -14,19 +14,22 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _stat(pid: str) -> tuple[int, float, str] | None:
-    """(parent pid, CPU seconds, command line) of a process, None if it is gone. The parent and the
-    command line are read again only when the process's name changed (_seen; a forked child that
-    exec'd): the word count bench reads the tree at every wave end, and reading every process's two
-    files each time took ~2.8 ms, charged to the driver."""
+    """(parent pid, CPU seconds, command line) of a process, None if it is gone. The command line
+    is read again only when the process's name changed (_seen; a forked child that exec'd): the
+    word count bench reads the tree at every wave end, and reading every process's two files each
+    time took ~2.8 ms, charged to the driver."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
         comm, rest = text[text.index("(") + 1:].rsplit(")", 1)
         fields = rest.split()
+        ppid = int(fields[1])
         seen = _seen.get(pid)
         if seen is None or seen[1] != comm:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                seen = _seen[pid] = (int(fields[1]), comm, f.read().decode(errors="replace"))
+                seen = _seen[pid] = (ppid, comm, f.read().decode(errors="replace"))
+        elif seen[0] != ppid:  # reparented (its parent died): the tree walk must not keep it under the old one
+            seen = _seen[pid] = (ppid, comm, seen[2])
     except (OSError, ValueError):
         return None
     return seen[0], (int(fields[11]) + int(fields[12])) / _TICK, seen[2]
