@@ -898,7 +898,7 @@ def pair_fields(pairs: list[tuple[float, float]]) -> dict[str, Any]:
 
 def same_waves_fields(acking: dict[str, Any], same: dict[str, Any]) -> dict[str, Any]:
     """The acking cost at one wave size: without ackers, max spout pending does not cap a wave and
-    the wave sizer picks its own size (33K-67K sentences, once 7K, where max pending 50,000 keeps
+    the wave sizer picks its own size (33K-157K sentences, where max pending 50,000 keeps
     the acking case at 25K), so `acking_cost_ratio` compares two wave sizes as well as acking. This
     third case runs without ackers at the acking case's wave size (the example has one spout task)."""
     return {

@@ -58,9 +58,6 @@ class Coordinator:
         self.max_pending = self.conf[Config.TOPOLOGY_MAX_SPOUT_PENDING]
         fixed = self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES)
         self.wave_tuples = int(fixed) if fixed else None  # per spout task; None: sized by cost
-        self.sizer = None if fixed else WaveSizer(
-            executor.default_wave_tuples, WAVE_TUPLES_CAP,
-            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4))
         self.wave_secs = float(self.conf[Config.SQUALL_WAVE_MAX_SECS])
         self.spouts: list[SpoutTask] = []
         for comp in topology.spouts:
@@ -87,7 +84,9 @@ class Coordinator:
         self._dead_roots: list[int] = []
         self.in_flight = InFlight(executor, self.conf[Config.SQUALL_WAVES_IN_FLIGHT], self.lost,
                                   self._run_job, self._next_wave, self.wave_time)
-        self._observed: list[tuple[int, float, bool]] = []  # settled waves the sizer has not seen yet
+        self.sizer = None if fixed else WaveSizer(
+            executor.default_wave_tuples, WAVE_TUPLES_CAP,
+            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4), self.in_flight.depth)
         self.lock = threading.RLock()
         self.closed = False
 
@@ -152,20 +151,20 @@ class Coordinator:
             acked, failed, executed = self._settle(done)
             failed += self._rotate_if_due()
             secs = time.perf_counter() - t0
-            if self.sizer is not None and len(done) == 1:
-                self._observe(done[0][0], secs)
+            if self.sizer is not None:
+                self._observe(done, secs)
             self._end_watch()
             return WaveSummary(self.wave, built.emitted, executed, acked, failed, secs)
 
-    def _observe(self, built: BuiltWave, secs: float) -> None:
-        """The sizer learns what a wave costs from the time between two settled waves. With
-        waves in flight they end unevenly (one waits for its job, the next finds its job done:
-        ~1 s, then ~0.25 s on word count), so it sees the mean of `depth` consecutive ones."""
-        self._observed.append((built.emitted, secs, built.full))
-        if len(self._observed) >= self.in_flight.depth:
-            ns, ss, fulls = zip(*self._observed)
-            self._observed = []
-            self.sizer.observe(round(sum(ns) / len(ns)), sum(ss) / len(ss), all(fulls))
+    def _observe(self, done: Done, secs: float) -> None:
+        """The sizer learns what a wave costs from the time between two settled waves (it
+        averages `depth` consecutive ones: with waves in flight they end unevenly). Waves that
+        ended together cannot be told apart."""
+        if len(done) == 1:
+            built = done[0][0]
+            self.sizer.observe(built.emitted, secs, built.full, built.probe)
+        else:
+            self.sizer.skip()
 
     def _build_wave(self) -> BuiltWave:
         """The driver's part of a wave: due ticks and checkpoints, then the spouts' pulls."""
@@ -177,8 +176,10 @@ class Coordinator:
         outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave, early))  # stateful bolts commit
         emitted = 0
         active = [st for st in self.spouts if st.active]
-        budget = self.wave_tuples if self.sizer is None or not active \
-            else -(-self.sizer.wave_budget() // len(active))
+        budget, probe = self.wave_tuples, False
+        if self.sizer is not None and active:
+            total, probe = self.sizer.wave_budget()
+            budget = -(-total // len(active))
         full = capped = False
         for st in active:
             res, allowed = self._call_spout(st, budget)
@@ -190,7 +191,7 @@ class Coordinator:
         init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
         init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
         self._spout_roots = []
-        return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full, capped)
+        return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full, capped, probe)
 
     def _settle(self, done: Done) -> tuple[int, int, int]:
         """Waves whose jobs ended: acks into the ledger, verdicts to the spouts."""

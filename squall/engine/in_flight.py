@@ -39,6 +39,7 @@ class BuiltWave:
     emitted: int
     full: bool  # a spout emitted its whole budget (it had more): what the wave sizer grows on
     capped: bool = False  # max spout pending cut a spout's budget, and it emitted all that was left
+    probe: bool = False  # the wave sizer gave it a probe's budget
     job: Any = None  # the executor's submitted wave (result() / drop())
 
 

@@ -16,6 +16,11 @@ every PROBE_EVERY-th wave is a small probe (1/PROBE_FRACTION of the budget) that
 floor (a budget near MIN_TUPLES) the probe is PROBE_FRACTION times bigger instead. Without that a
 fit that once found `a` ~ 0 kept every wave at MIN_TUPLES for good: on the local engine, whose
 fixed cost is ~1 ms, word count ran at 143K words/s where 256-sentence waves give 230K.
+With `group` waves in flight, waves end unevenly (one waits for its job, the next finds its job
+done: ~1 s, then ~0.25 s on word count), so the sizer learns from the mean of `group` consecutive
+waves of one kind, and a probe is `group` consecutive small waves: averaged with full waves, as
+before, a probe of 2,500 sentences next to one of 20,000 was seen as two waves of 11,250, the fit
+lost its small sizes and the no-acker word count picked anything from 7,900 to 180,000 sentences.
 The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
 of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
 left out of the fit, so one slow moment does not size waves for long.
@@ -27,11 +32,11 @@ import math
 
 import numpy as np
 
-OVERHEAD_SHARE = 0.2  # the fixed cost of a wave, at most this share of a full wave
+OVERHEAD_SHARE = 0.1  # the fixed cost of a wave, at most this share of a full wave
 GROWTH = 1.5  # while a and b cannot be told apart yet: full waves grow by this much
 SMOOTHING = 0.3  # weight of a new observation in its band's moving average
 MIN_TUPLES = 64
-PROBE_EVERY = 16  # full waves between two small probe waves
+PROBE_EVERY = 16  # groups of full waves between two groups of small probe waves
 PROBE_FRACTION = 8
 WARMUP_WAVES = 3
 STALE_WAVES = 48
@@ -40,7 +45,7 @@ STALE_WAVES = 48
 class WaveSizer:
     """The spout-tuple budget of the next wave."""
 
-    def __init__(self, start: int, cap: int, target_secs: float):
+    def __init__(self, start: int, cap: int, target_secs: float, group: int = 1):
         self.cap = max(MIN_TUPLES, int(cap))
         self.budget = min(max(MIN_TUPLES, int(start)), self.cap)
         self.target_secs = target_secs
@@ -48,29 +53,47 @@ class WaveSizer:
         self.waves = 0
         self.fixed_secs: float | None = None  # the fitted a
         self.per_tuple_secs: float | None = None  # the fitted b
+        self.group = max(1, int(group))
         self._since_probe = PROBE_EVERY - 2  # the first probe comes early
-        self._probing = False
+        self._probes_left = 0  # probe waves still to build in this group
+        self._seen: list[tuple[int, float, bool]] = []  # the group observed so far: (n, secs, full)
+        self._seen_probe = False  # ... and its kind
 
-    def wave_budget(self) -> int:
-        """The budget of the next wave: `budget`, or now and then a small probe wave."""
-        self._probing = self._since_probe >= PROBE_EVERY
-        if not self._probing:
-            return self.budget
+    def wave_budget(self) -> tuple[int, bool]:
+        """The budget of the next wave, and whether it is a probe: `budget`, or now and then
+        `group` small probe waves."""
+        if self._probes_left == 0 and self._since_probe < PROBE_EVERY:
+            return self.budget, False
+        if self._probes_left == 0:
+            self._probes_left, self._since_probe = self.group, 0
+        self._probes_left -= 1
         if self.budget // PROBE_FRACTION >= MIN_TUPLES:
-            return self.budget // PROBE_FRACTION
+            return self.budget // PROBE_FRACTION, True
         # Near the floor a smaller probe would land in the budget's own band and the fit would
         # keep a single size: probe upwards, or a fit that once found `a` ~ 0 stays there.
-        return min(self.cap, self.budget * PROBE_FRACTION)
+        return min(self.cap, self.budget * PROBE_FRACTION), True
 
-    def observe(self, n: int, secs: float, full: bool) -> None:
-        """A wave of `n` spout tuples took `secs`; a `full` wave (a spout had more than its
-        budget) may move the budget."""
-        probe, self._probing = self._probing, False
-        if probe:
-            self._since_probe = 0
-        elif full:
-            self._since_probe += 1
+    def observe(self, n: int, secs: float, full: bool, probe: bool = False) -> None:
+        """A wave of `n` spout tuples took `secs` (waves observed in the order they were built);
+        a `full` wave (a spout had more than its budget) may move the budget, and `probe` says
+        the wave had a probe's budget."""
+        if probe != self._seen_probe:  # a group of another kind cut short: its waves ended unevenly
+            self._seen, self._seen_probe = [], probe
+        self._seen.append((n, secs, full))
+        if len(self._seen) < self.group:
+            return
+        ns, ss, fulls = zip(*self._seen)
+        self._seen = []
+        self._learn(round(sum(ns) / len(ns)), sum(ss) / len(ss), all(fulls), probe)
+
+    def skip(self) -> None:
+        """A wave that cannot be observed (it ended with others): the group so far is not consecutive."""
+        self._seen = []
+
+    def _learn(self, n: int, secs: float, full: bool, probe: bool) -> None:
         self.waves += 1
+        if full and not probe:
+            self._since_probe += 1
         if n <= 0 or secs <= 0 or self.waves <= WARMUP_WAVES:
             return
         band = round(2 * math.log2(n))
