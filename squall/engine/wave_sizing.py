@@ -21,6 +21,10 @@ done: ~1 s, then ~0.25 s on word count), so the sizer learns from the mean of `g
 waves of one kind, and a probe is `group` consecutive small waves: averaged with full waves, as
 before, a probe of 2,500 sentences next to one of 20,000 was seen as two waves of 11,250, the fit
 lost its small sizes and the no-acker word count picked anything from 7,900 to 180,000 sentences.
+The share is a tenth, not a fifth: with the probes seen right, a fifth settled word count on
+Spark at 16K-37K sentences a wave, and its throughput still grows past 100K (680K bolt-tuples/s
+at 10K-14K, 0.92M-1.08M at 94K-157K); a light load's waves are not full, so their latency is not
+what this share decides.
 The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
 of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
 left out of the fit, so one slow moment does not size waves for long.
