@@ -46,7 +46,7 @@ from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
 from squall.connectors.nats_acks import AckConfirmer
 from squall.connectors.nats_connect import connect, ensure_consumer, ensure_stream
-from squall.connectors.nats_pulls import PullRequests, delivery_ids
+from squall.connectors.nats_pulls import PULL_GRACE_SECS, PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
 
@@ -61,6 +61,11 @@ ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
 MAX_PULLS = 4
 PULL_BATCH = 4096
 ERROR_PAUSE_SECS = 0.5
+# What a deactivated spout gives back is nak'ed with a delay its open pull requests do not
+# outlive: given back at once, the server handed a message straight back to them, and each
+# round used one of its deliveries (a message published while the spout was off was dead-lettered
+# as lost within milliseconds, never having run).
+GIVE_BACK = "give back"
 CLOSE_TIMEOUT_SECS = 10.0
 
 
@@ -159,7 +164,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 m = self._incoming.popleft()
             except IndexError:
                 break
-            self._act(("nak", m, None))
+            self._act((GIVE_BACK, m, None))
 
     def _disconnect(self) -> None:
         io, self._io = self._io, None
@@ -248,8 +253,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     def _delivered(self, handle: wire.Delivery, data: bytes) -> None:
         self._pulls.delivered()
-        if not self._active:  # deactivated meanwhile: give it back at once
-            self._actions.append(("nak", Message(None, b"", 0, handle=handle), None))
+        if not self._active:  # deactivated meanwhile: give it back
+            self._actions.append((GIVE_BACK, Message(None, b"", 0, handle=handle), None))
+            self.counters.add("given back")
             self._kick()
             return
         seq, n = delivery_ids(handle.reply)
@@ -300,8 +306,8 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     continue
                 handle = m.handle
                 try:
-                    if kind == "nak":
-                        delay = self.retry_delay_secs if failure is not None else 0
+                    if kind == "nak" or kind == GIVE_BACK:
+                        delay = self.retry_delay_secs if kind == "nak" else self.pull_expires_secs + PULL_GRACE_SECS
                         await self._nc.publish(handle.reply, wire.NAK + (
                             b' {"delay": %d}' % int(delay * 1e9) if delay else b""))
                     else:

@@ -231,3 +231,28 @@ def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
     assert nats_wire.supported(Client(), sub)
     assert not nats_wire.supported(Renamed(), sub) and not nats_wire.supported(Missing(), sub)
     assert not nats_wire.supported(Client(), object())  # a subscription without its sid
+
+
+def test_a_message_that_reaches_a_deactivated_spout_keeps_its_deliveries(nats_admin):
+    """A deactivated spout gives back what its open pull requests still bring. Given back at
+    once, the server handed the message straight back to those requests, and each round used
+    one of its deliveries: in a second it was dead-lettered as lost, never having run."""
+    stream = nats_admin.source("deact")
+    rec = Recorder()
+    conf = Config()
+    conf.set_message_timeout_secs(30)
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("deact", conf, spout_into(nats_admin.spout(stream, rec, max_retries=3),
+                                                           FileSink(os.devnull)))
+        wait_until(lambda: nats_admin.consumer(stream).num_waiting > 0, 10, "the spout's pull requests")
+        cluster.deactivate("deact")
+        nats_admin.publish(stream, [b"late"])
+        wait_until(lambda: rec.spouts[0].counters.extra.get("given back", 0) >= 1, 10, "the message given back")
+        # the requests open at deactivation end (they expire); given back at once, it had run out meanwhile
+        wait_until(lambda: nats_admin.consumer(stream).num_waiting == 0, 10, "the open pull requests to end")
+        given_back = rec.spouts[0].counters.extra.get("given back", 0)
+        cluster.activate("deact")
+        wait_until(lambda: rec.n_acked() == 1 or rec.dead, 30, "the message acked or dead-lettered")
+        cluster.kill_topology("deact")
+    assert given_back == 1 and not rec.dead and not nats_admin.dead_letters(stream)
+    assert rec.acked == {b"late": 1}
