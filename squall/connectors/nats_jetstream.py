@@ -46,7 +46,7 @@ from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
 from squall.connectors.nats_acks import AckConfirmer
 from squall.connectors.nats_connect import connect, ensure_consumer, ensure_stream
-from squall.connectors.nats_pulls import PULL_GRACE_SECS, PullRequests, delivery_ids
+from squall.connectors.nats_pulls import PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
 
@@ -61,11 +61,7 @@ ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
 MAX_PULLS = 4
 PULL_BATCH = 4096
 ERROR_PAUSE_SECS = 0.5
-# What a deactivated spout gives back is nak'ed with a delay its open pull requests do not
-# outlive: given back at once, the server handed a message straight back to them, and each
-# round used one of its deliveries (a message published while the spout was off was dead-lettered
-# as lost within milliseconds, never having run).
-GIVE_BACK = "give back"
+GIVE_BACK = "give back"  # an action: hold the message until the spout may give it back (_release_held)
 CLOSE_TIMEOUT_SECS = 10.0
 
 
@@ -131,6 +127,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._keeper: Any = None
         self._nc: Any = None
         self._acks = AckConfirmer()
+        self._held: list[Message] = []  # received while deactivated, or not emitted when it was (loop side)
         self._io = EventLoopThread(f"squall-nats-{self.component_id}-{self.task_index}")
         try:
             self._io.call(self._aopen(), self.connect_timeout_secs * 3 + 10)
@@ -158,7 +155,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._active = True
 
     def deactivate(self) -> None:
-        self._active = False  # the pull loop stops pulling; what was received goes back
+        self._active = False  # the pull loop stops pulling; what was received goes back (_release_held)
         while self._incoming:
             try:
                 m = self._incoming.popleft()
@@ -221,7 +218,10 @@ class JetStreamSpout(IOThreadBrokerSpout):
         pulls = self._pulls
         while not self._closing:
             now = time.monotonic()
-            room = self._room() - pulls.owed(now)
+            owed = pulls.owed(now)  # forgets the requests past their expiry
+            if self._held and (self._active or not len(pulls)):
+                await self._release_held()
+            room = self._room() - owed
             if room >= self._pull_min and len(pulls) < MAX_PULLS:
                 batch = min(self.batch_size, room)
                 subject = pulls.open(batch, now)
@@ -253,15 +253,29 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     def _delivered(self, handle: wire.Delivery, data: bytes) -> None:
         self._pulls.delivered()
-        if not self._active:  # deactivated meanwhile: give it back
-            self._actions.append((GIVE_BACK, Message(None, b"", 0, handle=handle), None))
-            self.counters.add("given back")
-            self._kick()
-            return
         seq, n = delivery_ids(handle.reply)
         m = Message((seq, n), data, n, handle=handle, headers=handle.headers)
         self.decode(m)  # here, off the wave's path
-        self._incoming.append(m)
+        if self._active:
+            self._incoming.append(m)
+        else:  # deactivated meanwhile: given back once no pull request of ours is open
+            self._held.append(m)
+
+    async def _release_held(self) -> None:
+        """What a deactivated spout holds: its own again once it is active, else given back (a
+        nak) once none of its pull requests is open. Given back while one was, the server handed
+        the message straight back to it, and each round used one of its deliveries: a message
+        published while the spout was off was dead-lettered as lost within milliseconds."""
+        held, self._held = self._held, []
+        if self._active:
+            self._incoming.extend(held)
+            return
+        for m in held:
+            try:
+                await self._nc.publish(m.handle.reply, wire.NAK)
+                self.counters.add("given back")
+            except Exception:  # noqa: BLE001 - not given back: redelivered after its AckWait
+                self._done.append((REPORT, f"JetStream nak of message {m.id} failed", None))
 
     async def _keep_loop(self) -> None:
         """In-progress acks for messages in flight past a third of the AckWait, so that the server
@@ -306,8 +320,10 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     continue
                 handle = m.handle
                 try:
-                    if kind == "nak" or kind == GIVE_BACK:
-                        delay = self.retry_delay_secs if kind == "nak" else self.pull_expires_secs + PULL_GRACE_SECS
+                    if kind == GIVE_BACK:
+                        self._held.append(m)
+                    elif kind == "nak":
+                        delay = self.retry_delay_secs if failure is not None else 0
                         await self._nc.publish(handle.reply, wire.NAK + (
                             b' {"delay": %d}' % int(delay * 1e9) if delay else b""))
                     else:
@@ -372,8 +388,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
             with contextlib.suppress(Exception):
                 await self._drainer
         # Give back what this spout held: received but not emitted, and trees never finished.
-        for m in list(self._incoming):
+        for m in [*self._held, *self._incoming]:
             self._actions.append(("nak", m, None))
+        self._held.clear()
         self._incoming.clear()
         for m in list(self._inflight.values()):
             self._actions.append(("nak", m, None))

@@ -234,9 +234,9 @@ def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
 
 
 def test_a_message_that_reaches_a_deactivated_spout_keeps_its_deliveries(nats_admin):
-    """A deactivated spout gives back what its open pull requests still bring. Given back at
-    once, the server handed the message straight back to those requests, and each round used
-    one of its deliveries: in a second it was dead-lettered as lost, never having run."""
+    """A deactivated spout gives back what its open pull requests still bring once they are over.
+    Given back at once, the server handed the message straight back to those requests, and each
+    round used one of its deliveries: it was dead-lettered as lost, never having run."""
     stream = nats_admin.source("deact")
     rec = Recorder()
     conf = Config()
@@ -248,7 +248,7 @@ def test_a_message_that_reaches_a_deactivated_spout_keeps_its_deliveries(nats_ad
         cluster.deactivate("deact")
         nats_admin.publish(stream, [b"late"])
         wait_until(lambda: rec.spouts[0].counters.extra.get("given back", 0) >= 1, 10, "the message given back")
-        # the requests open at deactivation end (they expire); given back at once, it had run out meanwhile
+        # given back once the requests open at deactivation expired: given back at once, it ran out meanwhile
         wait_until(lambda: nats_admin.consumer(stream).num_waiting == 0, 10, "the open pull requests to end")
         given_back = rec.spouts[0].counters.extra.get("given back", 0)
         cluster.activate("deact")
