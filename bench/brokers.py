@@ -19,9 +19,12 @@ be reached is reported as such and skipped):
   RabbitMQColumnSpout, RedisStreamColumnSpout, JetStreamColumnSpout) into the same two bolts
   written as ColumnarBolts (parse: the batch's JSON values by `pyarrow.json`, words counted by
   `pyarrow.compute`), at max spout pending 400,000; the rate is the median of 5 rounds of N.
-  Kafka reads `--kafka-messages` (default 300,000: its raw client reads 60,000 in ~0.2 s), after
-  a 20,000-message warm-up, and its column case warms up until a round runs within 10% of the
-  one before.
+  N is `--messages` (default: 60,000 for RabbitMQ; 240,000 for Redis and NATS, whose raw
+  clients read 60,000 in ~0.5 s on a fast day: a clock that short times the engine's first and
+  last waves, ~0.1-0.15 s a round on Spark, more than its rate; at 60,000 the NATS column spout
+  read 0.96 and 0.83 of raw, at 240,000 1.08). Kafka reads `--kafka-messages` (default 300,000:
+  its raw client reads 60,000 in ~0.2 s), after a 20,000-message warm-up, and its column case
+  warms up until a round runs within 10% of the one before.
 - On Spark the first case measured warms up for 20 s (`first_case_warmup_secs`): a fresh
   session's JIT compilers take most of a core for about that long.
 
@@ -30,7 +33,7 @@ column (`best_ratios`, `goal_met`). `engine_ceiling` is the same tuple topology 
 in-memory spout (same payloads, same JSON decoding): what the tuple path itself reaches on this
 machine, an upper bound for any tuple spout.
 
-    .venv/bin/python bench/brokers.py [--messages 20000] [--master local[2]] [--brokers rabbitmq,redis,nats,kafka]
+    .venv/bin/python bench/brokers.py [--messages 60000] [--master local[2]] [--brokers rabbitmq,redis,nats,kafka]
                                       [--engine spark|local] [--kafka-messages 300000]
 """
 
@@ -45,6 +48,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +66,8 @@ MAX_PENDING = 50000  # per wave: the Spark engine's cost is mostly per wave, so 
 WAVE_SECS = 2.0
 WARMUP = 2000
 KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
+MESSAGES = {"rabbitmq": 60000, "redis": 240000, "nats": 240000}  # N per broker (see the docstring)
+ENGINE_MESSAGES = 60000  # the in-memory ceiling's N
 KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
 COLUMNS_MAX_PENDING = 400000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: room for two big ones
 STEADY_WITHIN = 0.1  # the column case's warm-up ends when a round runs within 10% of the one before
@@ -169,11 +175,13 @@ class JitWarmup:
 
 def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float,
                 columnar: bool = False, warmup: int = WARMUP, max_pending: int = MAX_PENDING,
-                rounds: int = 1, steady: bool = False) -> dict[str, Any]:
+                rounds: int = 1, steady: bool = False, off: Callable[[], None] | None = None) -> dict[str, Any]:
     """N messages through the topology, `rounds` times after the warm-up; the rate is the median
     round's (`rounds` lists them all). `steady`: the warm-up goes on with rounds of N until one
     runs within STEADY_WITHIN of the one before (or STEADY_MAX_SECS pass); they are listed as
-    `warmup_rounds`."""
+    `warmup_rounds`. `off` waits, after the deactivation, until the spout can no longer receive
+    (a JetStream spout's pull requests stay open at the server until they expire): what it
+    received before the clock starts would not be timed."""
     with LocalCluster(engine=engine, spark=spark) as cluster:
         cluster.submit_topology("bench", conf(max_pending), topology(spout, columnar))
         coord = cluster.coordinator("bench")
@@ -195,6 +203,8 @@ def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeo
         def one_round(start: int) -> tuple[float, int]:
             """N messages published while the spout is off, then timed from activation to the last ack."""
             cluster.deactivate("bench")
+            if off is not None:
+                off()
             publish(payloads(n, start))
             waves0 = coord.waves_done
             t0 = time.perf_counter()
@@ -339,6 +349,15 @@ def bench_nats(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any
 
         loop.run_until_complete(go())
 
+    def pulls_over(durable: str) -> Callable[[], None]:
+        """Waits until the durable has no pull request open (a deactivated spout's expire)."""
+        async def go() -> None:
+            deadline = time.monotonic() + 30
+            while (await js.consumer_info(stream, durable)).num_waiting and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+
+        return lambda: loop.run_until_complete(go())
+
     async def raw() -> float:
         psub = await js.pull_subscribe(stream, durable="raw", stream=stream)
         got = 0
@@ -396,10 +415,10 @@ def bench_nats(n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any
         raw_pull_secs = statistics.median(pulls)
         loop.run_until_complete(js.purge_stream(stream))  # the squall durable starts on an empty stream
         sq = squall_rate(JetStreamSpout(stream, durable="squall", url=NATS_URL, scheme="json"), publish, n, engine,
-                         spark, timeout)
+                         spark, timeout, off=pulls_over("squall"))
         loop.run_until_complete(js.purge_stream(stream))
         sq_columns = column_rate(JetStreamColumnSpout(stream, durable="squall-columns", url=NATS_URL), publish, n,
-                                 engine, spark, timeout)
+                                 engine, spark, timeout, off=pulls_over("squall-columns"))
     finally:
         for s in (stream, f"{stream}_DLQ"):
             try:
@@ -525,10 +544,11 @@ def result(raw_rate: float, sq: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def column_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float) -> dict[str, Any]:
+def column_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float,
+                off: Callable[[], None] | None = None) -> dict[str, Any]:
     """The broker's column spout into the columnar parse -> sink: the median of COLUMN_ROUNDS rounds of N."""
     return squall_rate(spout, publish, n, engine, spark, timeout, columnar=True, max_pending=COLUMNS_MAX_PENDING,
-                       rounds=COLUMN_ROUNDS)
+                       rounds=COLUMN_ROUNDS, off=off)
 
 
 def with_columns(raw_rate: float, sq: dict[str, Any], sq_columns: dict[str, Any]) -> dict[str, Any]:
@@ -587,7 +607,8 @@ BENCHES = {"rabbitmq": bench_rabbitmq, "redis": bench_redis, "nats": bench_nats,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="connector throughput vs. the raw client")
-    p.add_argument("--messages", type=int, default=60000)
+    p.add_argument("--messages", type=int, default=None,
+                   help="N for RabbitMQ, Redis and NATS (default: 60,000 for RabbitMQ, 240,000 for the others)")
     p.add_argument("--kafka-messages", type=int, default=KAFKA_MESSAGES)
     p.add_argument("--engine", choices=("spark", "local"), default="spark")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
@@ -602,18 +623,19 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = get_or_create_session(args.master, app_name="squall-bench-brokers")
     out: dict[str, Any] = {"engine": args.engine, "master": args.master if args.engine == "spark" else None,
-                           "messages": args.messages, "kafka_messages": args.kafka_messages,
+                           "messages": {k: args.messages or v for k, v in MESSAGES.items()},
+                           "kafka_messages": args.kafka_messages,
                            "max_spout_pending": MAX_PENDING, "goal_ratio": GOAL_RATIO,
                            "first_case_warmup_secs": JitWarmup.secs}
     for name in args.brokers.split(","):
         try:
-            n = args.kafka_messages if name == "kafka" else args.messages
+            n = args.kafka_messages if name == "kafka" else args.messages or MESSAGES[name]
             out[name] = BENCHES[name](n, args.engine, spark, args.timeout)
         except Exception as e:  # noqa: BLE001 - one broker down does not hide the others
             logging.getLogger("bench").debug("bench %s failed", name, exc_info=True)
             out[name] = {"error": f"{type(e).__name__}: {e}"}
     try:  # the same topology fed from memory: what the engine itself does on this machine
-        out["engine_ceiling"] = bench_engine(args.messages, args.engine, spark, args.timeout)
+        out["engine_ceiling"] = bench_engine(args.messages or ENGINE_MESSAGES, args.engine, spark, args.timeout)
     except Exception as e:  # noqa: BLE001
         out["engine_ceiling"] = {"error": f"{type(e).__name__}: {e}"}
     # A broker's best spout counts: the column spout where the tuple path cannot reach the raw client.
