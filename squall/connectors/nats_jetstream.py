@@ -54,10 +54,10 @@ log = logging.getLogger("squall.connectors")
 
 ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
 # Pull requests outstanding at once, and the default batch of each: 4 x 4,096 messages keep the
-# server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark. With
-# 2 x 1,024 the column spout took 85K-123K msgs/s in bench/brokers.py's rounds of 60,000, against
-# 113K-132K with 4 x 4,096 in the same alternating runs (8 x 2,048: 127K-134K). The spout's room
-# (max spout pending) still caps what the requests ask for.
+# server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark. In
+# bench/brokers.py's column rounds of 60,000 (alternating processes, medians of 7 rounds):
+# 2 x 1,024 113K-114K msgs/s, 4 x 4,096 124K-126K, 8 x 4,096 125K-133K, 16 x 4,096 119K-121K.
+# The spout's room (max spout pending) still caps what the requests ask for.
 MAX_PULLS = 4
 PULL_BATCH = 4096
 ERROR_PAUSE_SECS = 0.5
