@@ -2,12 +2,18 @@
 connection that then drops never reaches the server, which holds the message until its AckWait
 and delivers it again. So an ack counts only when a flush (PING, then the server's PONG) came
 back on the connection it was written to; acks not confirmed are sent again (the server ignores
-a second ack of a message)."""
+a second ack of a message). And the in-progress acks that keep a long tree's message from being
+delivered again (keep_in_progress)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+from collections.abc import Callable
 from typing import Any
+
+from squall.connectors.nats_wire import IN_PROGRESS
 
 FLUSH_TIMEOUT_SECS = 5.0  # how long an ack's confirmation (a PING's PONG) is waited for
 RECONNECT_POLL_SECS = 0.05  # unconfirmed acks wait this long between looks at a reconnecting client
@@ -55,3 +61,25 @@ class AckConfirmer:
         await asyncio.sleep(PAUSE_SECS)
         while not closing() and nc is not None and nc.is_reconnecting:
             await asyncio.sleep(RECONNECT_POLL_SECS)
+
+
+async def keep_in_progress(nc_of: Callable[[], Any], inflight: dict, ack_wait: float,
+                           closing: Callable[[], bool], counters: Any) -> None:
+    """In-progress acks for messages in flight past a third of the AckWait, so that the server
+    redelivers only the messages of a spout that is gone (runs even when next_tuple is not
+    called because the topology is at max.spout.pending)."""
+    every = max(0.05, ack_wait / 4)
+    limit = ack_wait / 3
+    while not closing():
+        await asyncio.sleep(every)
+        now = time.monotonic()
+        try:
+            held = list(inflight.values())
+        except RuntimeError:  # changed while copied: next round
+            continue
+        for m in held:
+            if now - m.touched_at > limit:
+                m.touched_at = now
+                with contextlib.suppress(Exception):
+                    await nc_of().publish(m.handle.reply, IN_PROGRESS)
+                    counters.add("touched")

@@ -44,22 +44,15 @@ from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
-from squall.connectors.nats_acks import AckConfirmer
+from squall.connectors.nats_acks import AckConfirmer, keep_in_progress
 from squall.connectors.nats_connect import connect, ensure_consumer, ensure_stream
-from squall.connectors.nats_pulls import PullRequests, delivery_ids
+from squall.connectors.nats_pulls import MAX_PULLS, PULL_BATCH, PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
 
 ROOM_WAIT_SECS = 0.003  # the pull loop's pause while the spout holds all it may
-# Pull requests outstanding at once, and the default batch of each: 4 x 4,096 messages keep the
-# server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark. In
-# bench/brokers.py's column rounds of 60,000 (alternating processes, medians of 7 rounds):
-# 2 x 1,024 113K-114K msgs/s, 4 x 4,096 124K-126K, 8 x 4,096 125K-133K, 16 x 4,096 119K-121K.
-# The spout's room (max spout pending) still caps what the requests ask for.
-MAX_PULLS = 4
-PULL_BATCH = 4096
 ERROR_PAUSE_SECS = 0.5
 GIVE_BACK = "give back"  # an action: hold the message until the spout may give it back (_release_held)
 CLOSE_TIMEOUT_SECS = 10.0
@@ -200,7 +193,8 @@ class JetStreamSpout(IOThreadBrokerSpout):
             await self._nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{self.durable}",
                                      cb=self._on_max_deliveries)
         self._fetcher = asyncio.ensure_future(self._pull_loop())
-        self._keeper = asyncio.ensure_future(self._keep_loop())
+        self._keeper = asyncio.ensure_future(keep_in_progress(
+            lambda: self._nc, self._inflight, self.ack_wait, lambda: self._closing, self.counters))
         log.info("%s[%d]: consuming JetStream %r durable %r from %s", self.component_id, self.task_index,
                  self.stream, self.durable, self.url)
 
@@ -276,26 +270,6 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 self.counters.add("given back")
             except Exception:  # noqa: BLE001 - not given back: redelivered after its AckWait
                 self._done.append((REPORT, f"JetStream nak of message {m.id} failed", None))
-
-    async def _keep_loop(self) -> None:
-        """In-progress acks for messages in flight past a third of the AckWait, so that the server
-        redelivers only the messages of a spout that is gone (runs even when next_tuple is not
-        called because the topology is at max.spout.pending)."""
-        every = max(0.05, self.ack_wait / 4)
-        limit = self.ack_wait / 3
-        while not self._closing:
-            await asyncio.sleep(every)
-            now = time.monotonic()
-            try:
-                held = list(self._inflight.values())
-            except RuntimeError:  # changed while copied: next round
-                continue
-            for m in held:
-                if now - m.touched_at > limit:
-                    m.touched_at = now
-                    with contextlib.suppress(Exception):
-                        await self._nc.publish(m.handle.reply, wire.IN_PROGRESS)
-                        self.counters.add("touched")
 
     def _kick(self) -> None:
         self._scheduled = False

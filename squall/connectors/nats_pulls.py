@@ -10,6 +10,13 @@ expiry corrects any drift (a status lost in a reconnect, say).
 
 from __future__ import annotations
 
+# Pull requests a spout keeps outstanding, and each one's default batch: 4 x 4,096 messages keep
+# the server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark.
+# In bench/brokers.py's column rounds of 60,000 (alternating processes, medians of 7 rounds):
+# 2 x 1,024 113K-114K msgs/s, 4 x 4,096 124K-126K, 8 x 4,096 125K-133K, 16 x 4,096 119K-121K.
+# The spout's room (max spout pending) still caps what the requests ask for.
+MAX_PULLS = 4
+PULL_BATCH = 4096
 PULL_GRACE_SECS = 1.0  # a pull request is forgotten this long after it expired, if no status came
 
 
