@@ -214,7 +214,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
             now = time.monotonic()
             owed = pulls.owed(now)  # forgets the requests past their expiry
             if self._held and (self._active or not len(pulls)):
-                await self._release_held()
+                self._release_held()
             room = self._room() - owed
             if room >= self._pull_min and len(pulls) < MAX_PULLS:
                 batch = min(self.batch_size, room)
@@ -255,7 +255,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         else:  # deactivated meanwhile: given back once no pull request of ours is open
             self._held.append(m)
 
-    async def _release_held(self) -> None:
+    def _release_held(self) -> None:
         """What a deactivated spout holds: its own again once it is active, else given back (a
         nak) once none of its pull requests is open. Given back while one was, the server handed
         the message straight back to it, and each round used one of its deliveries: a message
@@ -264,12 +264,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
         if self._active:
             self._incoming.extend(held)
             return
-        for m in held:
-            try:
-                await self._nc.publish(m.handle.reply, wire.NAK)
-                self.counters.add("given back")
-            except Exception:  # noqa: BLE001 - not given back: redelivered after its AckWait
-                self._done.append((REPORT, f"JetStream nak of message {m.id} failed", None))
+        self._actions.extend(("nak", m, None) for m in held)  # no failure: no delay
+        self.counters.add("given back", len(held))
+        self._kick()
 
     def _kick(self) -> None:
         self._scheduled = False
