@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         wc.print_spark_profile(acking["profile_spark"])
     no_acking = wc.run_case(example, "spark", session, args.parallelism, 0, args.seconds, warmup, None, None)
     a, z = acking["bolt_tuples_per_sec"], no_acking["bolt_tuples_per_sec"]
-    pairs = [(a, z)] + wc.alternating_pairs(example, "spark", session, args)
+    pairs = [(acking, no_acking), *wc.alternating_pairs(example, "spark", session, args)]
     ratio_fields = wc.pair_fields(pairs)
     # the same topology on the local engine (in-process, no Spark): what the columnar path itself costs
     local_a = wc.run_case(example, "local", None, args.parallelism, 1, args.seconds, 2.0, None, None)

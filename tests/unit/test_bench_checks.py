@@ -119,7 +119,27 @@ def test_issue_9_goals_say_which_figures_meet_their_goal_and_which_were_not_meas
                             "steady_rate_latency_p99_ms": None, "squall_over_bytewax": 0.8})
     assert got["bolt_tuples_per_sec_acking"] == {"value": 599_999, "goal": ">= 600000", "met": False}
     assert got["acking_cost_ratio"]["met"] is True and got["squall_over_bytewax"]["met"] is True
-    assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_over_squall"]["met"] is None
+    assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_rdd_over_squall"]["met"] is None
+
+
+def test_the_wave_cost_model_splits_a_waves_cpu_into_fixed_and_per_sentence(wc):
+    """A fixed 40 ms a wave and 10 us a sentence: waves of 25,000 and 100,000 sentences cost
+    0.0116 and 0.0104 ms a sentence, a ratio of 1.115, with no cost of acking in it."""
+    tiny = {"cpu_cores": {"driver": 0.2, "jvm": 1.0, "python_workers": 0.4}, "waves_per_sec": 40.0,
+            "sentences_per_wave": 200}  # 5 + 25 + 10 = 40 ms a wave
+    acking = {"cpu_cores": {"jvm": 0.68, "python_workers": 1.32}, "waves_per_sec": 2 / 0.29,
+              "sentences_per_wave": 25_000}  # 290 ms a wave: 40 + 25,000 x 10 us
+    no_acking = {"cpu_cores": {"jvm": 0.4, "python_workers": 1.5}, "waves_per_sec": 1.9 / 1.04,
+                 "sentences_per_wave": 100_000}  # 1,040 ms a wave
+    same_size = {**no_acking, "cpu_cores": {"jvm": 0.68, "python_workers": 1.32}, "waves_per_sec": 2 / 0.29,
+                 "sentences_per_wave": 25_000}  # a second pair: the sizer gave the no-acker case 25,000 too
+    got = wc.wave_cost_fields([(acking, no_acking), (acking, same_size), (acking, no_acking)], tiny)
+    assert got["wave_fixed_cpu_ms"] == {"driver": 5.0, "jvm": 25.0, "python_workers": 10.0, "total": 40.0}
+    assert got["sentence_cpu_us_acking"] == 10.0 and got["sentence_cpu_us_no_acking"] == 10.0
+    assert got["acking_cost_ratio_from_wave_sizes_pairs"] == [1.115, 1.0, 1.115]
+    assert got["acking_cost_ratio_from_wave_sizes"] == 1.115
+    tiny["cpu_cores"] = None  # off Linux: nothing to say, no error
+    assert wc.wave_cost_fields([(acking, no_acking)], tiny)["acking_cost_ratio_from_wave_sizes"] is None
 
 
 def test_proc_cpu_charges_a_child_process_and_kinds_by_command_line():
