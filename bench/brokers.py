@@ -622,14 +622,15 @@ def main(argv: list[str] | None = None) -> int:
         from squall.engine.spark.session import get_or_create_session
 
         spark = get_or_create_session(args.master, app_name="squall-bench-brokers")
+    messages = {k: args.messages or v for k, v in MESSAGES.items()}
     out: dict[str, Any] = {"engine": args.engine, "master": args.master if args.engine == "spark" else None,
-                           "messages": {k: args.messages or v for k, v in MESSAGES.items()},
+                           "messages": messages,
                            "kafka_messages": args.kafka_messages,
                            "max_spout_pending": MAX_PENDING, "goal_ratio": GOAL_RATIO,
                            "first_case_warmup_secs": JitWarmup.secs}
     for name in args.brokers.split(","):
         try:
-            n = args.kafka_messages if name == "kafka" else args.messages or MESSAGES[name]
+            n = args.kafka_messages if name == "kafka" else messages[name]
             out[name] = BENCHES[name](n, args.engine, spark, args.timeout)
         except Exception as e:  # noqa: BLE001 - one broker down does not hide the others
             logging.getLogger("bench").debug("bench %s failed", name, exc_info=True)

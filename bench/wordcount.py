@@ -897,12 +897,12 @@ def alternating_pairs(example: ModuleType, engine: str, spark: Any, args: argpar
 
 def pair_fields(pairs: list[tuple[dict, dict]]) -> dict[str, Any]:
     """`acking_cost_ratio`: the median over the (acked, no ackers) pairs; each pair's ratio and rates."""
-    pairs = [(a["bolt_tuples_per_sec"], z["bolt_tuples_per_sec"]) for a, z in pairs]
-    ratios = [_ratio(z, a) for a, z in pairs]
+    rates = [(a["bolt_tuples_per_sec"], z["bolt_tuples_per_sec"]) for a, z in pairs]
+    ratios = [_ratio(z, a) for a, z in rates]
     known = [r for r in ratios if r is not None]
     return {"acking_cost_ratio": statistics.median(known) if known else None,
             "acking_cost_ratio_pairs": ratios, "acking_cost_ratio_first_pair": ratios[0],
-            "pair_rates": [[round(a), round(z)] for a, z in pairs]}
+            "pair_rates": [[round(a), round(z)] for a, z in rates]}
 
 
 def same_waves_fields(acking: dict[str, Any], same: dict[str, Any]) -> dict[str, Any]:

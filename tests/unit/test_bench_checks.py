@@ -122,6 +122,15 @@ def test_issue_9_goals_say_which_figures_meet_their_goal_and_which_were_not_meas
     assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_rdd_over_squall"]["met"] is None
 
 
+def test_the_acking_cost_is_the_median_of_the_pairs_ratios(wc):
+    got = wc.pair_fields([({"bolt_tuples_per_sec": 100.0}, {"bolt_tuples_per_sec": 120.0}),
+                          ({"bolt_tuples_per_sec": 90.0}, {"bolt_tuples_per_sec": 90.0}),
+                          ({"bolt_tuples_per_sec": 80.0}, {"bolt_tuples_per_sec": 120.0})])
+    assert got["acking_cost_ratio_pairs"] == [1.2, 1.0, 1.5] and got["acking_cost_ratio"] == 1.2
+    assert got["acking_cost_ratio_first_pair"] == 1.2
+    assert got["pair_rates"] == [[100, 120], [90, 90], [80, 120]]
+
+
 def test_the_wave_cost_model_splits_a_waves_cpu_into_fixed_and_per_sentence(wc):
     """A fixed 40 ms a wave and 10 us a sentence: waves of 25,000 and 100,000 sentences cost
     0.0116 and 0.0104 ms a sentence, a ratio of 1.115, with no cost of acking in it."""
