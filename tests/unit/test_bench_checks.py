@@ -128,6 +128,7 @@ def test_the_acking_cost_is_the_median_of_the_pairs_ratios(wc):
                           ({"bolt_tuples_per_sec": 80.0}, {"bolt_tuples_per_sec": 120.0})])
     assert got["acking_cost_ratio_pairs"] == [1.2, 1.0, 1.5] and got["acking_cost_ratio"] == 1.2
     assert got["acking_cost_ratio_first_pair"] == 1.2
+    assert got["bolt_tuples_per_sec_acking_median"] == 90  # what Bytewax and plain PySpark are compared with
     assert got["pair_rates"] == [[100, 120], [90, 90], [80, 120]]
 
 
