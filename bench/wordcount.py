@@ -37,9 +37,9 @@ measures, each over >= `--seconds`:
     split/explode/groupBy; `plain_over_squall` takes the faster. Issue 9's row is against "a plain
     PySpark RDD job" that "does the same per-word Python work" (the DataFrame job does none: its
     split and count run in the JVM), so its goal is judged on `plain_rdd_over_squall`;
-  each against squall's acked rate as the median of its acked cases (`--pairs` of them,
-  `compared_squall_bolt_tuples_per_sec`): the first case alone varied most from run to run
-  (`plain_rdd_over_squall_first_case` is against it);
+  Bytewax and both plain jobs are compared with squall's acked rate as the median of its acked
+  cases (`--pairs` of them, `compared_squall_bolt_tuples_per_sec`): the first case alone varied
+  most from run to run (`plain_rdd_over_squall_first_case` is against it);
   both over the same sentences: the first N of the spout's own generator (same seed), N = the
   sentences squall's acking case emitted in its measured window (`--sentences` overrides). A pass
   over the N sentences is repeated (after one warm-up pass) until `--seconds` are measured;

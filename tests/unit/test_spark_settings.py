@@ -35,3 +35,10 @@ def test_the_environment_and_the_callers_conf_decide_first(monkeypatch):
     monkeypatch.setenv("SQUALL_SPARK_JAVA_OPTIONS", "-Xss4m")
     assert _settings("local[2]", "app", False, None)[JAVA] == "-Xss4m"
     assert _settings("local[2]", "app", False, {JAVA: "-Xmx1g"})[JAVA] == "-Xmx1g"
+
+
+def test_shuffles_take_the_sort_writer_unless_the_caller_says_otherwise():
+    bypass = "spark.shuffle.sort.bypassMergeThreshold"
+    assert _settings("local[2]", "app", False, None)[bypass] == "0"
+    assert _settings("spark://host:7077", "app", False, None)[bypass] == "0"
+    assert _settings("local[2]", "app", False, {bypass: "200"})[bypass] == "200"

@@ -71,6 +71,12 @@ def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str,
         # delayed ACKs held each task's small command and input frames ~40 ms (a 2-stage empty
         # job: 205 -> 106 ms here).
         "spark.python.unix.domain.socket.enabled": "true",
+        # A level's shuffle written by Spark's sort writer (one file a task), not its bypass writer
+        # (a file per reduce partition, then joined): word count at 25,000-sentence acked waves ran
+        # 1.29M bolt-tuples/s against 1.22M (means of four alternating processes each, the JVM's CPU a
+        # wave 51.8 against 57.4 ms), after 1.73M against 1.67M in six the session before: faster
+        # in eight pairs of ten.
+        "spark.shuffle.sort.bypassMergeThreshold": "0",
         "spark.driver.memory": os.environ.get("SQUALL_SPARK_DRIVER_MEMORY", "2g"),
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
