@@ -9,9 +9,10 @@ executors running a clean venv.
   word count (`--limit` sentences, waves of `--wave-tuples`), timed from submit to idle. The same
   2-core machine runs the master, 3 workers, 3 executor JVMs and the driver, so the ratio shows
   the overhead of real network shuffles and remote executors, not a speed-up.
-- `worker_loss`: the kill after 4 completed waves (work done, not time), then `stall_secs` (kill
-  to the next completed wave), replays and lost waves, Spark tasks re-run, and the tasks the
-  host that joined afterwards ran; `stall_goal_secs` = 2 x the message timeout.
+- `worker_loss`: the kill after 4 completed waves (work done, not time), then `stall_secs` (the
+  longest the stream stood still from the kill on: kill to a completed wave, or between two),
+  replays and lost waves, Spark tasks re-run, and the tasks the host that joined afterwards ran;
+  `stall_goal_secs` = 2 x the message timeout.
 Exit status 1 if any run's counts are wrong.
 
     sudo .venv/bin/python bench/cluster.py [--limit 4000] [--wave-tuples 400]
