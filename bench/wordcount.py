@@ -14,13 +14,16 @@ sentences in turn from a corpus of `--corpus-sentences` (100,000: issue 9's "spo
 sentences"; the example's own generator's first 100,000, same seed) instead of making each one up
 with random.choices (~3-5 us a sentence here): Bytewax and plain PySpark get those same sentences
 ready-made, so each system is timed counting them. `--spout random` runs the example's spout as
-it is. bolt-tuples/s is the sum over bolts
-of `executed` (a sentence and each of its words count as one bolt-tuple each) between the first
-and the last wave end of the measured window (whole waves only; the window runs on until those
-two wave ends are `--seconds` apart), divided by the time between them. Complete latency p50/p99
-are the spout's, over the measured window only (the warm-up's slow first waves are left out).
-Then (unless `--rate 0`) the same topology with sentences arriving at a steady `--rate` per
-second (default 5,000): complete latency p50/p99 under a light load.
+it is. `--vocabulary N` spreads the corpus over about N distinct words (each word suffixed, by
+crc32 of its place) instead of the example's 50: the count bolt's state, which every wave carries,
+then holds N entries (`corpus_vocabulary` in the JSON line says how many the corpus has).
+bolt-tuples/s is the sum over bolts of `executed` (a sentence and each of its words count as one
+bolt-tuple each) between the first and the last wave end of the measured window (whole waves
+only; the window runs on until those two wave ends are `--seconds` apart), divided by the time
+between them. Complete latency p50/p99 are the spout's, over the measured window only (the
+warm-up's slow first waves are left out). Then (unless `--rate 0`) the same topology with
+sentences arriving at a steady `--rate` per second (default 5,000): complete latency p50/p99
+under a light load.
 
 With `--engine spark` (squall's session: `local[2]` unless `--spark MASTER`), the same run also
 measures, each over >= `--seconds`:
@@ -89,6 +92,7 @@ import statistics
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from operator import add
@@ -546,13 +550,27 @@ def sentences_of(example: ModuleType, n: int) -> list[str]:
     return [spout._sentence() for _ in range(n)]
 
 
-def use_corpus(example: ModuleType, n: int) -> None:
+def widen_vocabulary(sentences: list[str], words: int, base: int) -> list[str]:
+    """`sentences` over about `words` distinct words instead of their `base`: each word takes a
+    suffix picked by crc32 of its place (sentence, position), one of ceil(words / base). The count
+    bolt's state (one entry a word) then grows to `words` entries, what every wave carries."""
+    groups = -(-words // base)
+    if groups <= 1:
+        return sentences
+    return [" ".join(f"{w}{zlib.crc32(f'{i}.{j}'.encode()) % groups}" for j, w in enumerate(s.split()))
+            for i, s in enumerate(sentences)]
+
+
+def use_corpus(example: ModuleType, n: int, vocabulary: int | None = None) -> None:
     """Issue 9's workload: a spout of n sentences (its own generator's first n, the same seed),
     read in turn (and again from the start), instead of making each one up: Bytewax and plain
     PySpark get those same sentences ready-made, so squall's time is its own too. Every
     topology the bench builds from the example takes this spout (its msg ids, replays and
-    pending map are the example's)."""
+    pending map are the example's). `vocabulary`: about that many distinct words
+    (`widen_vocabulary`) instead of the example's 50."""
     corpus = sentences_of(example, n)
+    if vocabulary is not None:
+        corpus = widen_vocabulary(corpus, vocabulary, len(example.WORDS))
 
     class CorpusSentenceSpout(example.RandomSentenceSpout):
         def _sentence(self) -> str:
@@ -872,6 +890,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "sentences Bytewax and plain PySpark get; random: the example's spout, making each up")
     p.add_argument("--corpus-sentences", type=int, default=CORPUS_SENTENCES,
                    help=f"sentences in the corpus (default {CORPUS_SENTENCES:,}, issue 9's)")
+    p.add_argument("--vocabulary", type=int, default=None,
+                   help="about this many distinct words in the corpus (default: the example's 50); the count "
+                        "bolt's state, carried from wave to wave, holds one entry a word")
     p.add_argument("--pairs", type=int, default=3,
                    help="(acked, no ackers) pairs run back to back, who goes first alternating; acking_cost_ratio "
                         "is the median of their ratios (default 3: the first two cases and 2 more pairs)")
@@ -880,7 +901,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
     p.add_argument("--profile-spark", action="store_true",
                    help="spark: where the acking case's wave time goes (driver steps, stages, tasks)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.vocabulary is not None and (args.spout != "corpus" or args.vocabulary < 1):
+        p.error("--vocabulary needs --spout corpus (the default) and a count of words >= 1")
+    return args
 
 
 def alternating_pairs(example: ModuleType, engine: str, spark: Any, args: argparse.Namespace,
@@ -1072,7 +1096,7 @@ def main(argv: list[str] | None = None) -> int:
 
     example = load_example()
     if args.spout == "corpus":
-        use_corpus(example, args.corpus_sentences)
+        use_corpus(example, args.corpus_sentences, args.vocabulary)
     warmup = args.warmup if args.warmup is not None else WARMUP_SECS[args.engine]
     spark = session = None
     if args.engine == "spark":
@@ -1121,6 +1145,8 @@ def main(argv: list[str] | None = None) -> int:
         "counts_check_sentences_squall": args.check_sentences,
         "spout": args.spout,
         "corpus_sentences": args.corpus_sentences if args.spout == "corpus" else None,
+        "corpus_vocabulary": len(expected_counts(sentences_of(example, args.corpus_sentences)))
+        if args.spout == "corpus" else None,
         "parallelism": args.parallelism,
         "max_spout_pending": args.max_pending if args.max_pending is not None
         else example.CONF.get(Config.TOPOLOGY_MAX_SPOUT_PENDING),

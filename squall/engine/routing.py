@@ -14,7 +14,13 @@ from squall.api.topology import Grouping, StormTopology
 
 Route = Callable[[Sequence[Any]], list[int]]
 Pick = Callable[[Sequence[Any]], int]  # values -> the position of the one target task in `route.tasks`
-ROUTE_CACHE_SIZE = 1 << 16
+ROUTE_CACHE_SIZE = 1 << 18
+# A fields grouping's position for a str value depends on the value and the number of target
+# tasks alone, so one cache per target count serves every route of a process and outlives the
+# task instances: on Spark a task's instance is rebuilt from its State on most waves (another
+# Python worker ran its last step), and a cache per route started empty each time, hashing each
+# distinct word of the wave again.
+_PICK_CACHES: dict[int, dict[str, int]] = {}
 
 
 def stable_hash(value: Any) -> int:
@@ -93,7 +99,7 @@ def make_route(grouping: Grouping, target_tasks: list[int], field_names: Sequenc
         if len(idx) == 1:
             i0 = idx[0]
 
-            cache: dict[str, int] = {}  # field values repeat (words, keys): hash each once (a position)
+            cache = _PICK_CACHES.setdefault(n, {})  # field values repeat (words, keys): hash each once
 
             def pick_one(values: Sequence[Any]) -> int:
                 v = values[i0]

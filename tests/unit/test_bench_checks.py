@@ -172,3 +172,13 @@ def test_proc_cpu_charges_a_child_process_and_kinds_by_command_line():
     assert proc_cpu._kind(9, 7, "python\0-m\0pyspark.daemon") == "python_workers"
     assert proc_cpu.cores({"jvm": 1.0}, {"jvm": 3.0}, 4.0) == {"jvm": 0.5}
     assert proc_cpu.cores(None, {"jvm": 1.0}, 1.0) is None
+
+
+def test_a_wider_vocabulary_keeps_each_sentence_and_reaches_about_that_many_words(wc, corpus):
+    wide = wc.widen_vocabulary(corpus, 1000, 50)
+    assert [len(s.split()) for s in wide] == [len(s.split()) for s in corpus]  # the same work a sentence
+    assert all(w.startswith(b) for s, t in zip(corpus, wide) for b, w in zip(s.split(), t.split()))
+    words = {w for s in wide for w in s.split()}
+    assert 800 <= len(words) <= 1000  # 300 sentences of ~8 words: most of the 50 x 20 reached
+    assert wc.widen_vocabulary(corpus, 1000, 50) == wide  # crc32 of the place: the same every run
+    assert wc.widen_vocabulary(corpus, 50, 50) == corpus
