@@ -23,7 +23,16 @@ class Component:
     The builder keeps the instance you pass to `set_spout`/`set_bolt` as a template: every task
     gets its own copy (deep-copied locally, pickled for Spark), so create connections, locks and
     files in `open`/`prepare`, not in `__init__`.
+
+    `fixed_attributes` (bolts): names of attributes built once, in `__init__` or `prepare`, and
+    only read after, like a lookup table or a model. On Spark a bolt's instance is carried from wave
+    to wave by pickling it; a fixed attribute is pickled once and unpickled once per Python
+    worker instead of every wave. Assigning a new object to one is fine (it is carried anew);
+    changing one in place is not, and is reported when a check finds it
+    (`squall.fixed.check.waves`). The local engine keeps instances live and only checks.
     """
+
+    fixed_attributes: tuple[str, ...] = ()
 
     def declare_output_fields(self, declarer: Any) -> None:
         """Declare each output stream's fields with `declarer.declare([...], stream=...)`."""

@@ -28,6 +28,7 @@ class Config(dict):
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
     SQUALL_DEAD_LETTER_SINK = "squall.dead.letter.sink"
     SQUALL_GC_TUNE = "squall.gc.tune"
+    SQUALL_FIXED_CHECK_WAVES = "squall.fixed.check.waves"  # waves between checks of fixed_attributes; 0: none
     SQUALL_MALLOC_TUNE = "squall.malloc.tune"  # glibc's mmap and trim thresholds (engine/malloc_tuning.py)
     SQUALL_SPARK_UI = "squall.spark.ui"
     SQUALL_SPARK_LOG_LEVEL = "squall.spark.log.level"
@@ -70,6 +71,7 @@ class Config(dict):
         SQUALL_MAX_REPLAYS: 5,
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
         SQUALL_GC_TUNE: True,
+        SQUALL_FIXED_CHECK_WAVES: 25,
         SQUALL_MALLOC_TUNE: True,
         SQUALL_SPARK_UI: False,
         # Spark's own logs (Java traces of failed tasks): None sends them to a file whose path the

@@ -202,6 +202,8 @@ class StormTopology:
                     f"set_bolt({s.id!r}, ...) needs a squall.Bolt, squall.BasicBolt or squall.columnar.ColumnarBolt, "
                     f"got {type(s.obj).__name__}"
                 )
+        if not s.is_spout:
+            _check_fixed_attributes(s.id, s.obj)
 
     def _declare_derived_streams(self) -> None:
         """Streams whose fields come from a component's inputs (a windowed bolt's late tuple
@@ -292,3 +294,14 @@ class StormTopology:
 
     def fields(self, component: str, stream: str) -> tuple[str, ...]:
         return self.specs[component].streams[stream].fields
+
+
+def _check_fixed_attributes(component: str, bolt: Any) -> None:
+    """`fixed_attributes` is a tuple of attribute names, not one string (engine/fixed_parts.py)."""
+    while getattr(type(bolt), "WRAPS", None):  # squall's executor around a windowed or stateful bolt
+        bolt = getattr(bolt, type(bolt).WRAPS)
+    names = getattr(type(bolt), "fixed_attributes", ())
+    if isinstance(names, str) or not isinstance(names, (tuple, list, frozenset, set)) or \
+            not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise InvalidTopologyException(
+            f"bolt {component!r}: fixed_attributes must be a tuple of attribute names, like ('table',), got {names!r}")

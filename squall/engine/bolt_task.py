@@ -17,6 +17,8 @@ from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple, tuples_of
+from squall.engine import fixed_parts
+from squall.engine.fixed_parts import FixedPart, Watch, fixed_names, user_instance
 from squall.engine.gc_tuning import gc_paused
 from squall.engine.outputs import bucket_children, group_children
 from squall.engine.routing import ShuffleCounter
@@ -57,6 +59,11 @@ class BoltTask(TaskBase):
         self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
         self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
         self._buckets_settle = False  # every lean bucket's task settles whole (reliability/settled.py)
+        # fixed_attributes (engine/fixed_parts.py): as last carried, and as this process watches them
+        self._fixed: FixedPart | None = None
+        self._watch: Watch | None = None
+        self._fixed_off = False  # changed in place once: the instance is carried whole from then on
+        self._fixed_told: frozenset[str] = frozenset()  # declared names found missing, reported once
 
     @property
     def settles_whole(self) -> bool:
@@ -95,27 +102,93 @@ class BoltTask(TaskBase):
     def _counters(self) -> list[ShuffleCounter]:
         return [r for so in self.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)]
 
-    def snapshot(self, dumps: Any) -> bytes:
-        """The task's carried state: the bolt instance, whether it is prepared, routing counters."""
+    def snapshot(self, dumps: Any, wave: int = 0) -> tuple[bytes, FixedPart | None]:
+        """The task's carried state: the bolt instance (without its fixed attributes), whether it is
+        prepared, routing counters; and its fixed attributes, pickled only when new."""
+        inst = user_instance(self.bolt)
+        fixed = self._fixed_objects(inst)
+        for name in fixed:
+            del inst.__dict__[name]
         try:
-            return dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors,
-                          self.context.metrics))
+            blob = dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors,
+                          self.context.metrics, (self._fixed_off, self._fixed_told)))
         except Exception as e:
             raise TypeError(
                 f"bolt {self.component!r} (task {self.task_id}) cannot be carried to the next wave: {e}. The Spark "
                 "engine keeps each bolt instance between waves by pickling it: keep connections, locks and files "
                 "out of its attributes (open them on first use and leave them out in __getstate__)"
             ) from e
+        finally:
+            inst.__dict__.update(fixed)
+        if not fixed:
+            return blob, None
+        watch = self._watch
+        if self._fixed is None or watch is None or not watch.same_objects(fixed):
+            self._fixed, self._watch = fixed_parts.made(self._fixed_key(), fixed, wave, dumps, self._check_every > 0,
+                                                        watch)
+        return blob, self._fixed
 
     @classmethod
     def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,
-                loads: Any, capture: bool = False) -> BoltTask:
+                loads: Any, capture: bool = False, fixed: FixedPart | None = None, wave: int = 0) -> BoltTask:
         task = cls(topology, component, task_index, conf, None, capture)
         with restoring(task):
-            task.bolt, task.prepared, counters, task._late_errors, task.context.metrics = loads(blob)
+            (task.bolt, task.prepared, counters, task._late_errors, task.context.metrics,
+             (task._fixed_off, task._fixed_told)) = loads(blob)
+            if fixed is not None:
+                task._watch = fixed_parts.received(task._fixed_key(), fixed, wave, loads, task._check_every > 0)
+                task._fixed = fixed
+                user_instance(task.bolt).__dict__.update(task._watch.objects)
         for c, i in zip(task._counters(), counters):
             c.i = i
         return task
+
+    @property
+    def _check_every(self) -> int:
+        return int(self.conf.get(Config.SQUALL_FIXED_CHECK_WAVES, 25) or 0)
+
+    def _fixed_key(self) -> tuple:
+        return id(self.topology), self.component, self.task_index
+
+    def _fixed_objects(self, inst: Any) -> dict[str, Any]:
+        """The declared fixed attributes the instance has now (none once one changed in place)."""
+        if self._fixed_off:
+            return {}
+        attrs = getattr(inst, "__dict__", None)
+        names = fixed_names(inst)
+        return {n: attrs[n] for n in names if n in attrs} if names and attrs is not None else {}
+
+    def _check_fixed(self, wave: int, res: TaskResult) -> None:
+        """After a prepared step: a declared name the bolt lacks is reported once; the fixed
+        attributes are watched, and checked every squall.fixed.check.waves waves for a change in place."""
+        inst = user_instance(self.bolt)
+        names = fixed_names(inst)
+        if not names or self._fixed_off or not self.prepared:
+            return
+        fixed = self._fixed_objects(inst)
+        missing = set(names) - fixed.keys() - self._fixed_told
+        if missing:
+            self._fixed_told |= missing
+            res.errors.append(ErrorRecord.from_exception(
+                self.component, self.task_id,
+                f"UserError: fixed_attributes names {sorted(missing)}, but the bolt has no such attribute after "
+                "prepare and a wave: nothing is carried once for it (a misspelled name?)", kind="user"))
+        if not fixed:
+            return
+        if self._watch is None or not self._watch.same_objects(fixed):  # new, or assigned anew
+            self._watch, self._fixed = Watch(fixed, wave, self._check_every > 0), None
+            return
+        changed = self._watch.changed(wave, self._check_every)
+        if changed:
+            self._fixed_off = True
+            fixed_parts.drop(self._fixed_key())
+            self._fixed = self._watch = None
+            res.errors.append(ErrorRecord.from_exception(
+                self.component, self.task_id,
+                f"UserError: fixed attribute(s) {changed} changed in place. A fixed attribute is only read once "
+                "built; to change one, assign a new object. Its waves before this check may have read an older "
+                "copy on another Python worker; this task now carries its whole instance every wave",
+                kind="user"))
 
     # -- called by the collector ----------------------------------------------------------
 
@@ -172,6 +245,7 @@ class BoltTask(TaskBase):
             self._res = None
         res.metrics = self.context.metrics.take()  # what the user's metrics did this wave
         self._note_settled(inbox, res)
+        self._check_fixed(wave, res)
         return res
 
     def _prepared_for(self, inbox: Sequence[TupleBatch], res: TaskResult) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from squall.engine.fixed_parts import FixedPart
 from squall.engine.task_result import Counters
 from squall.reliability.batch import pack_steps, unpack_steps
 
@@ -33,10 +34,16 @@ class Forward(NamedTuple):
 
 
 class State(NamedTuple):
-    """A task's carried instance (pickled), as of the end of `wave`: stays in its partition."""
+    """A task's carried instance (pickled), as of the end of `wave`: stays in its partition. Its
+    fixed attributes (engine/fixed_parts.py) travel apart, as the bytes they were pickled to once."""
 
     wave: int
     blob: bytes
+    fixed: FixedPart | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.blob) + (len(self.fixed.blob) if self.fixed is not None else 0)
 
 
 class Acks(NamedTuple):

@@ -97,7 +97,7 @@ def _task_for(uid: str, setup: tuple, level: int, p: int, state: tuple | None) -
         return kind(topology, comp, idx, conf_c, copy.deepcopy(topology.specs[comp].obj), capture)
     if cached is not None and cached[0] == state.wave:
         return cached[1]
-    return kind.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture)
+    return kind.restore(topology, comp, idx, conf_c, state.blob, cloudpickle.loads, capture, state.fixed, state.wave)
 
 
 def run_level(uid: str, blob: Any, wave: int, level: int, spout_in: Carried | None = None,
@@ -210,11 +210,11 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         vals.extend(res.ack_vals)
         other.extend(_reliability_records(wave, res))
         state_from = state.wave if state is not None else 0
-        state = State(wave, task.snapshot(cloudpickle.dumps))
+        state = State(wave, *task.snapshot(cloudpickle.dumps, wave))
         # always, even with nothing executed: the driver follows each task's State from step to step
         captured = portable_captured(res.captured) if res.captured else res.captured
         other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics,
-                            len(state.blob), state_from))
+                            state.size, state_from))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     out: list[tuple[int, tuple]] = [(p, state)]  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():

@@ -1,0 +1,156 @@
+"""A bolt's `fixed_attributes` (engine/fixed_parts.py), on both engines alike: what it builds once
+is there in every wave, an attribute assigned anew is carried anew, one changed in place is
+reported and the task goes on carrying its whole instance. On Spark a fixed attribute is pickled
+once per process, not once per wave."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from squall import BasicBolt, Config, InvalidTopologyException, Spout, TopologyBuilder
+from squall.testing import complete_topology
+
+WORDS = ["apple", "pear", "fig", "plum", "kiwi"]
+FEED = [[WORDS[(i * 3) % len(WORDS)]] for i in range(30)]  # each word six times
+
+
+class Words(Spout):  # replaced by complete_topology's mocked tuples
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+
+
+class Enrich(BasicBolt):
+    """Codes each word from a table built in prepare; counts each word's occurrences (carried)."""
+
+    fixed_attributes = ("table",)
+
+    def declare_output_fields(self, d):
+        d.declare(["word", "code", "nth"])
+
+    def prepare(self, conf, context):
+        self.table = {w: 10 * i for i, w in enumerate(WORDS)}
+        self.nth: dict[str, int] = {}
+
+    def execute(self, t, collector):
+        w = t["word"]
+        self.nth[w] = self.nth.get(w, 0) + 1
+        collector.emit([w, self.table[w], self.nth[w]])
+
+
+class Reassign(Enrich):
+    """Assigns a new table after each word: the next occurrence's code is 1 more."""
+
+    def execute(self, t, collector):
+        super().execute(t, collector)
+        w = t["word"]
+        self.table = {**self.table, w: self.table[w] + 1}
+
+
+class Mutate(Enrich):
+    """Breaks the contract: changes its fixed table in place."""
+
+    def execute(self, t, collector):
+        super().execute(t, collector)
+        self.table[t["word"]] += 1
+
+
+def run(bolt, cluster_kwargs, conf=None):
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("enrich", bolt, parallelism=2).fields_grouping("words", ["word"])
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, **(conf or {})})  # one word a wave
+    return complete_topology(b.create_topology(), mocked_sources={"words": FEED}, conf=conf, **cluster_kwargs)
+
+
+def test_fixed_table_is_there_in_every_wave(cluster_kwargs):
+    result = run(Enrich(), cluster_kwargs)
+    expected = sorted([w, 10 * WORDS.index(w), n] for w in WORDS for n in range(1, 7))
+    assert sorted(result.emitted("enrich")) == expected
+    assert len(result.acked("words")) == len(FEED) and not result.failed("words")
+    assert not result.errors
+
+
+def test_a_table_assigned_anew_is_carried_anew(cluster_kwargs):
+    result = run(Reassign(), cluster_kwargs)
+    expected = sorted([w, 10 * WORDS.index(w) + n - 1, n] for w in WORDS for n in range(1, 7))
+    assert sorted(result.emitted("enrich")) == expected
+    assert not result.errors
+
+
+def test_a_table_changed_in_place_is_reported_once_per_task(cluster_kwargs):
+    result = run(Mutate(), cluster_kwargs, {Config.SQUALL_FIXED_CHECK_WAVES: 1})
+    found = [e for e in result.errors if "changed in place" in e.error]
+    assert found, result.errors
+    assert all(e.kind == "user" and e.component == "enrich" and "['table']" in e.error for e in found)
+    assert len({e.task for e in found}) == len(found)  # once a task: it then carries its instance whole
+    assert len(result.emitted("enrich")) == len(FEED)  # every word still processed and acked
+
+
+def test_a_misspelled_name_is_reported_once(cluster_kwargs):
+    class Misspelled(Enrich):
+        fixed_attributes = ("tabel",)
+
+    result = run(Misspelled(), cluster_kwargs)
+    found = [e for e in result.errors if "tabel" in e.error]
+    assert len(found) == 2 and len({e.task for e in found}) == 2, result.errors  # once for each task
+    assert len(result.emitted("enrich")) == len(FEED)
+
+
+def test_fixed_attributes_must_name_attributes():
+    class OneString(Enrich):
+        fixed_attributes = "table"
+
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("enrich", OneString()).shuffle_grouping("words")
+    with pytest.raises(InvalidTopologyException, match=r"fixed_attributes must be a tuple of attribute names"):
+        b.create_topology()
+
+
+class Counted:
+    """A table that notes each time it is pickled, in a file: Spark's Python workers pickle it."""
+
+    def __init__(self, path: str, data: dict):
+        self.path, self.data = path, data
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __reduce__(self):
+        with open(self.path, "a") as f:
+            f.write("pickled\n")
+        return Counted, (self.path, self.data)
+
+
+class CountedEnrich(Enrich):
+    def __init__(self, path: str):
+        self.path = path
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.table = Counted(self.path, self.table)
+
+
+class CountedPlain(CountedEnrich):
+    fixed_attributes = ()
+
+
+@pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
+def test_spark_pickles_a_fixed_table_once_per_process_not_once_per_wave(bolt, spark_session, tmp_path):
+    path = str(tmp_path / "pickles")
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("enrich", bolt(path), parallelism=1).shuffle_grouping("words")
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, Config.SQUALL_FIXED_CHECK_WAVES: 0})
+    result = complete_topology(b.create_topology(), mocked_sources={"words": FEED}, conf=conf, engine="spark",
+                               spark=spark_session)
+    assert len(result.emitted("enrich")) == len(FEED)
+    pickles = len(open(path).read().splitlines()) if os.path.exists(path) else 0
+    if bolt is CountedPlain:
+        assert pickles >= len(FEED)  # the instance, table and all, after each of its waves
+    else:
+        # made once (pickled, and digested for the check), then digested once by each Python
+        # worker that unpickles it: local[N,4] keeps a handful
+        assert 1 <= pickles <= 10, pickles
