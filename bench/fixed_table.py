@@ -84,9 +84,12 @@ def topology(case: str, entries: int) -> Any:
     return b.create_topology()
 
 
-def run_case(spark: Any, case: str, entries: int, max_pending: int, warmup: float, seconds: float) -> float:
+def run_case(spark: Any, case: str, entries: int, max_pending: int, warmup: float, seconds: float,
+             check_waves: int | None) -> float:
     conf = Config(wordcount.CONF)
     conf[Config.TOPOLOGY_MAX_SPOUT_PENDING] = max_pending
+    if check_waves is not None:
+        conf[Config.SQUALL_FIXED_CHECK_WAVES] = check_waves
     with LocalCluster(engine="spark", spark=spark) as cluster:
         cluster.submit_topology(case, conf, topology(case, entries))
         time.sleep(warmup)
@@ -107,12 +110,15 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--max-pending", type=int, default=50_000)
     p.add_argument("--spark", default="local[2]", help="Spark master")
+    p.add_argument("--check-waves", type=int, default=None,
+                   help="squall.fixed.check.waves (default: the engine's, 25; 0: no checks)")
     args = p.parse_args()
     spark = get_or_create_session(args.spark)
     rates: dict[str, list[float]] = {c: [] for c in CASES}
     for r in range(args.repeat):
         for case in CASES if r % 2 == 0 else reversed(CASES):
-            rates[case].append(run_case(spark, case, args.table, args.max_pending, args.warmup, args.seconds))
+            rates[case].append(run_case(spark, case, args.table, args.max_pending, args.warmup, args.seconds,
+                                        args.check_waves))
     med = {c: statistics.median(v) for c, v in rates.items()}
     print(json.dumps({
         "spark_master": args.spark, "table_entries": args.table, "max_spout_pending": args.max_pending,
@@ -121,6 +127,8 @@ def main() -> None:
         "fixed_over_plain": round(med["fixed_table"] / med["plain_table"], 3),
         "fixed_over_no_table": round(med["fixed_table"] / med["no_table"], 3),
         "plain_over_no_table": round(med["plain_table"] / med["no_table"], 3),
+        "fixed_check_waves": Config.DEFAULTS[Config.SQUALL_FIXED_CHECK_WAVES] if args.check_waves is None
+        else args.check_waves,
         "measured_secs": args.seconds, "warmup_secs": args.warmup, "repeat": args.repeat,
     }))
 

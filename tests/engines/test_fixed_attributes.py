@@ -6,10 +6,11 @@ once per process, not once per wave."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
-from squall import BasicBolt, Config, InvalidTopologyException, Spout, TopologyBuilder
+from squall import BasicBolt, Config, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
 from squall.testing import complete_topology
 
 WORDS = ["apple", "pear", "fig", "plum", "kiwi"]
@@ -154,3 +155,58 @@ def test_spark_pickles_a_fixed_table_once_per_process_not_once_per_wave(bolt, sp
         # made once (pickled, and digested for the check), then digested once by each Python
         # worker that unpickles it: local[N,4] keeps a handful
         assert 1 <= pickles <= 10, pickles
+
+
+class Numbered(Spout):
+    """Emits WORDS in turn, `limit` of them, with msg ids."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+
+    def open(self, conf, context, collector):
+        self.collector, self.sent = collector, 0
+
+    def next_tuple(self):
+        if self.sent < self.limit:
+            self.collector.emit([WORDS[self.sent % len(WORDS)]], msg_id=self.sent)
+            self.sent += 1
+
+
+class Refreshed(Enrich):
+    """A big table, assigned anew (same content) every 10th word, as an hourly refresh would."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.table.update((f"filler{i}", i) for i in range(20_000))
+        self.done = 0
+
+    def execute(self, t, collector):
+        super().execute(t, collector)
+        self.done += 1
+        if self.done % 10 == 5:  # the last (120th) word's table is 5 waves old
+            self.table = dict(self.table)
+
+
+def test_spark_keeps_an_old_enough_table_in_a_file_and_removes_replaced_ones(spark_session):
+    """On a local master a fixed table a few waves old goes to a file: the task's State carries its
+    token only. A file is removed once its task moved on to a new table at a checkpointed build."""
+    limit = 120  # one word a wave: ~12 tables, and checkpoints at builds 25, 50, 75, 100
+    b = TopologyBuilder()
+    b.set_spout("words", Numbered(limit))
+    b.set_bolt("enrich", Refreshed(), parallelism=1).shuffle_grouping("words")
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1})
+    with LocalCluster(engine="spark", spark=spark_session) as cluster:
+        cluster.submit_topology("refreshed", conf, b.create_topology())
+        coord = cluster.coordinator("refreshed")
+        while cluster.get_topology_stats("refreshed")["words"]["acked"] < limit and not coord.error_count:
+            time.sleep(0.05)
+        assert cluster.get_topology_stats("refreshed")["words"]["acked"] == limit, cluster.get_errors("refreshed")
+        ex = coord.executor
+        state_bytes = max(ex._state_bytes.values())
+        files = ex._fixed_files.files()
+        cluster.kill_topology("refreshed")
+    assert state_bytes < 20_000  # the table pickles to ~300 KB: it is not in the State
+    assert 1 <= len(files) <= 4, files  # the current table's, and those replaced since the last checkpoint

@@ -61,12 +61,12 @@ def test_what_the_standard_pickle_cannot_take_is_not_checked():
 def test_a_process_unpickles_a_token_once():
     loads = CountingLoads()
     part, made = fixed_parts.made(("t", 1), {"table": {"a": 1}}, 3, pickle.dumps, check=True)
-    assert fixed_parts.received(("t", 1), part, 3, loads, check=True) is made  # made here: no unpickling
+    assert fixed_parts.received(("t", 1), part, 3, loads, True, None) is made  # made here: no unpickling
     assert loads.calls == 0
     fixed_parts.drop(("t", 1))
-    got = fixed_parts.received(("t", 1), part, 4, loads, check=True)  # as another process would
+    got = fixed_parts.received(("t", 1), part, 4, loads, True, None)  # as another process would
     assert loads.calls == 1 and got.objects == {"table": {"a": 1}}
-    assert fixed_parts.received(("t", 1), part, 5, loads, check=True) is got
+    assert fixed_parts.received(("t", 1), part, 5, loads, True, None) is got
     assert loads.calls == 1
 
 
@@ -76,7 +76,7 @@ def test_a_task_carrying_new_fixed_attributes_lets_the_old_go():
     assert old.token != new.token
     assert set(fixed_parts._HELD) == {new.token}
     loads = CountingLoads()
-    assert fixed_parts.received(("t", 1), FixedPart(old.token, old.blob), 3, loads, check=False).objects == {
+    assert fixed_parts.received(("t", 1), FixedPart(old.token, old.blob, 1), 3, loads, False, None).objects == {
         "table": {"a": 1}}  # an old State (a wave run again) still has its bytes
     assert loads.calls == 1
 
@@ -90,3 +90,49 @@ def test_the_user_bolt_inside_squall_wrappers():
     assert user_instance(bolt) is bolt
     assert fixed_names(BasicBoltExecutor(bolt)) == ()
     assert fixed_names(bolt) == ("table",)
+
+
+def test_a_token_old_enough_goes_to_a_file_that_a_process_reads_once(tmp_path):
+    part, _ = fixed_parts.made(("t", 1), {"table": {"a": 1}}, 10, pickle.dumps, check=False)
+    assert fixed_parts.spill(part, str(tmp_path), 10 + fixed_parts.SPILL_AFTER_WAVES - 1) is part  # too young
+    spilled = fixed_parts.spill(part, str(tmp_path), 10 + fixed_parts.SPILL_AFTER_WAVES)
+    assert spilled == FixedPart(part.token, None, 10)
+    assert (tmp_path / str(part.token)).read_bytes() == part.blob
+    fixed_parts.drop(("t", 1))  # another process: it has only the State's token
+    loads = CountingLoads()
+    got = fixed_parts.received(("t", 1), spilled, 14, loads, False, str(tmp_path))
+    assert got.objects == {"table": {"a": 1}} and loads.calls == 1
+    assert fixed_parts.received(("t", 1), spilled, 15, loads, False, str(tmp_path)) is got and loads.calls == 1
+
+
+def test_a_gone_file_says_so(tmp_path):
+    with pytest.raises(RuntimeError, match=r"fixed attributes file .* is gone"):
+        fixed_parts.received(("t", 1), FixedPart(7, None, 1), 2, pickle.loads, False, str(tmp_path))
+
+
+def test_a_token_file_goes_once_its_task_moved_on_at_a_checkpointed_build(tmp_path):
+    from squall.engine.spark.fixed_files import FixedFiles  # noqa: PLC0415
+
+    files = FixedFiles(str(tmp_path / "fixed"))
+    for token in (11, 12, 21):
+        (tmp_path / "fixed" / str(token)).write_bytes(b"x")
+    files.reported(1, "enrich", 1, 11)
+    files.reported(1, "enrich", 2, 21)
+    files.reported(5, "enrich", 1, 12)  # task 1 assigned a new table at build 5
+    files.cut(4)  # a checkpoint from before it moved on: a task of build 5 may still read 11
+    assert files.files() == ["11", "12", "21"]
+    files.cut(5)
+    assert files.files() == ["12", "21"]
+    files.reported(6, "enrich", 2, 21)  # unchanged: nothing left behind
+    files.cut(30)
+    assert files.files() == ["12", "21"]
+
+
+def test_a_big_table_is_checked_less_often_in_proportion():
+    table = {f"word{i}": i for i in range(200_000)}  # pickles to ~3 MB
+    watch = Watch({"table": table}, wave=0)
+    per = watch.size // fixed_parts.CHECK_BYTES
+    assert per >= 2
+    table["word1"] = -1
+    assert watch.changed(wave=per * 5 - 1, every=5) == []  # not due: 5 waves per MB
+    assert watch.changed(wave=per * 5, every=5) == ["table"]

@@ -17,6 +17,7 @@ driver.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,9 +27,11 @@ import numpy as np
 
 from squall.api.config import Config
 from squall.api.topology import StormTopology
+from squall.engine.fixed_parts import FIXED_DIR
 from squall.engine.sealing import dumps
 from squall.engine.spark import worker
 from squall.engine.spark.checkpoints import Checkpoints, checkpoint_kind
+from squall.engine.spark.fixed_files import FixedFiles
 from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.jvm import BroadcastRef, JvmHandles
 from squall.engine.spark.logs import spark_log_note
@@ -92,6 +95,10 @@ class SparkExecutor:
             raise ValueError(f"topologies deeper than {len(worker.LEVEL_PARTITIONERS)} levels are not supported")
         self.uid = uuid.uuid4().hex
         self._inputs = SpoutInputs(self.sc.master)
+        # fixed attributes a few waves old go to files there (engine/fixed_parts.spill), on a local master
+        self._fixed_files = FixedFiles(os.path.join(self._inputs.dir, "fixed") if self._inputs.dir else None)
+        if self._fixed_files.dir is not None:
+            conf = {**conf, FIXED_DIR: self._fixed_files.dir}
         self.checkpoints = Checkpoints(self.sc, checkpoints)
         self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
         self._jvm = JvmHandles(self.sc, self._blob)
@@ -137,7 +144,8 @@ class SparkExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="squall-wave")
         job = self._pool.submit(self._run_job, outs, wave, checkpoint)
-        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, sent_of(spout_outputs))
+        return SubmittedWave(self, wave, outs, job, self._built if checkpoint else None, sent_of(spout_outputs),
+                             self._built)
 
     def _build(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int,
                now: float | None) -> tuple[list[Any], bool]:
@@ -214,12 +222,14 @@ class SparkExecutor:
             if not self.checkpoints.holds(old):  # a local checkpoint's blocks are later waves' lineage
                 old.unpersist(blocking=False)
         self._good = job.outs
-        for step in steps:  # the coordinator records and logs the errors
-            lost = self._chain.step(*step)
+        for component, task, wave, state_from, fixed_token in steps:  # the coordinator records and logs the errors
+            lost = self._chain.step(component, task, wave, state_from)
             if lost is not None:
                 out.errors.append(lost)
+            self._fixed_files.reported(job.build, component, task, fixed_token)
         if job.checkpointed is not None:  # its checkpoint is done: earlier builds never run again
             self._inputs.cut(job.checkpointed)
+            self._fixed_files.cut(job.checkpointed)
             self.checkpoints.written_for(job.outs)
         self.waves += 1
         return out
@@ -243,7 +253,7 @@ class SparkExecutor:
 
     def _output(self, rows: list[tuple], sent: list[Sent] | None = None) -> tuple[WaveOutput, list[tuple]]:
         """The wave's output, and its tasks' steps (component, task, wave, the wave of the State it
-        started from) for the StateChain once the wave is kept."""
+        started from, its fixed attributes' token) for the StateChain once the wave is kept."""
         out = WaveOutput()
         steps: list[tuple] = []
         roots: list[np.ndarray] = []
@@ -263,7 +273,7 @@ class SparkExecutor:
                 out.settled.extend(rec.settled)
             elif kind is Report:
                 out.add_report(rec.component, rec.task, rec.counters, rec.errors, rec.captured, rec.metrics)
-                steps.append((rec.component, rec.task, rec.wave, rec.state_from))
+                steps.append((rec.component, rec.task, rec.wave, rec.state_from, rec.fixed_token))
                 if rec.task in self.layout.loc:
                     self._state_bytes[self.layout.loc[rec.task]] = rec.state_bytes
         if roots:
@@ -289,8 +299,9 @@ class SubmittedWave:
     `drop()` waits for it and throws its result away (an earlier wave was lost)."""
 
     def __init__(self, executor: SparkExecutor, wave: int, outs: list[Any], job: Future | None,
-                 checkpointed: int | None = None, sent: list[Sent] | None = None):
+                 checkpointed: int | None = None, sent: list[Sent] | None = None, build: int = 0):
         self.executor = executor
+        self.build = build  # the executor's build number (checkpoints and files are cut by it)
         self.sent = sent  # its spout batches sent to tasks that settle whole (reliability/settled.py)
         self.wave = wave
         self.outs = outs

@@ -43,7 +43,8 @@ class State(NamedTuple):
 
     @property
     def size(self) -> int:
-        return len(self.blob) + (len(self.fixed.blob) if self.fixed is not None else 0)
+        fixed = self.fixed.blob if self.fixed is not None else None  # None too once in a file
+        return len(self.blob) + (len(fixed) if fixed is not None else 0)
 
 
 class Acks(NamedTuple):
@@ -90,3 +91,4 @@ class Report(NamedTuple):
     metrics: Any = None  # the task's user metrics of the wave (squall.api.metrics.TaskMetrics.take)
     state_bytes: int = 0  # the size of the task's State after the wave (the driver picks how levels shuffle)
     state_from: int = 0  # the wave of the State its step started from, 0 for a new instance (state_chain.py)
+    fixed_token: int = 0  # the token of the fixed attributes its State names, 0 for none (spark/fixed_files.py)

@@ -214,7 +214,7 @@ def _run_partition(uid: str, setup: tuple, wave: int, level: int, p: int,
         # always, even with nothing executed: the driver follows each task's State from step to step
         captured = portable_captured(res.captured) if res.captured else res.captured
         other.append(Report(wave, res.component, res.task, res.counters, res.errors, captured, res.metrics,
-                            state.size, state_from))
+                            state.size, state_from, state.fixed.token if state.fixed is not None else 0))
         _TASKS[(uid, task.component, task.task_index)] = (wave, task)
     out: list[tuple[int, tuple]] = [(p, state)]  # stays in this partition: next wave's state for this task
     for (dest_level, dest_p), batches in onward.items():
