@@ -206,7 +206,8 @@ def test_spark_keeps_an_old_enough_table_in_a_file_and_removes_replaced_ones(spa
         assert cluster.get_topology_stats("refreshed")["words"]["acked"] == limit, cluster.get_errors("refreshed")
         ex = coord.executor
         state_bytes = max(ex._state_bytes.values())
-        files = ex._fixed_files.files()
+        files, fixed_dir = ex._fixed_files.files(), ex._fixed_files.dir
         cluster.kill_topology("refreshed")
     assert state_bytes < 20_000  # the table pickles to ~300 KB: it is not in the State
     assert 1 <= len(files) <= 4, files  # the current table's, and those replaced since the last checkpoint
+    assert not os.path.exists(fixed_dir)  # removed with the topology

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -113,9 +114,10 @@ def test_a_gone_file_says_so(tmp_path):
 def test_a_token_file_goes_once_its_task_moved_on_at_a_checkpointed_build(tmp_path):
     from squall.engine.spark.fixed_files import FixedFiles  # noqa: PLC0415
 
-    files = FixedFiles(str(tmp_path / "fixed"))
+    files = FixedFiles(str(tmp_path))
     for token in (11, 12, 21):
-        (tmp_path / "fixed" / str(token)).write_bytes(b"x")
+        with open(os.path.join(files.dir, str(token)), "wb") as f:
+            f.write(b"x")
     files.reported(1, "enrich", 1, 11)
     files.reported(1, "enrich", 2, 21)
     files.reported(5, "enrich", 1, 12)  # task 1 assigned a new table at build 5
@@ -126,6 +128,8 @@ def test_a_token_file_goes_once_its_task_moved_on_at_a_checkpointed_build(tmp_pa
     files.reported(6, "enrich", 2, 21)  # unchanged: nothing left behind
     files.cut(30)
     assert files.files() == ["12", "21"]
+    files.close()
+    assert not os.path.exists(files.dir)
 
 
 def test_a_big_table_is_checked_less_often_in_proportion():

@@ -96,7 +96,7 @@ class SparkExecutor:
         self.uid = uuid.uuid4().hex
         self._inputs = SpoutInputs(self.sc.master)
         # fixed attributes a few waves old go to files there (engine/fixed_parts.spill), on a local master
-        self._fixed_files = FixedFiles(os.path.join(self._inputs.dir, "fixed") if self._inputs.dir else None)
+        self._fixed_files = FixedFiles(os.path.dirname(self._inputs.dir) if self._inputs.dir else None)
         if self._fixed_files.dir is not None:
             conf = {**conf, FIXED_DIR: self._fixed_files.dir}
         self.checkpoints = Checkpoints(self.sc, checkpoints)
@@ -288,6 +288,7 @@ class SparkExecutor:
         self._state = self._good = []
         self.checkpoints.close()
         self._inputs.close()
+        self._fixed_files.close()
         try:
             self._blob.unpersist()
         except Exception:  # noqa: BLE001

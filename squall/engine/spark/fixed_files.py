@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
+
+from squall.engine.spark.spout_input import DIR_PREFIX
 
 
 class FixedFiles:
     """Which token each task's kept State names, and the files of tokens left behind."""
 
-    def __init__(self, directory: str | None):
-        self.dir = directory
-        if directory is not None:
-            os.makedirs(directory, exist_ok=True)
+    def __init__(self, parent: str | None):
+        """Files go to a directory of their own in `parent` (None: no files, the bytes stay in the
+        States), named as the spout input's are, so a killed driver's is removed the same way."""
+        self.dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-fixed-", dir=parent) if parent else None
         self._now: dict[tuple[str, int], int] = {}  # (component, task) -> its token in the last kept wave
         self._left: list[tuple[int, int]] = []  # (build at which the task had moved on, old token), oldest first
 
@@ -44,3 +48,7 @@ class FixedFiles:
 
     def files(self) -> list[str]:
         return sorted(os.listdir(self.dir)) if self.dir is not None else []
+
+    def close(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
