@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from squall import BasicBolt, Config, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
+from squall.columnar import ColumnarBolt
 from squall.testing import complete_topology
 
 WORDS = ["apple", "pear", "fig", "plum", "kiwi"]
@@ -211,3 +214,30 @@ def test_spark_keeps_an_old_enough_table_in_a_file_and_removes_replaced_ones(spa
     assert state_bytes < 20_000  # the table pickles to ~300 KB: it is not in the State
     assert 1 <= len(files) <= 4, files  # the current table's, and those replaced since the last checkpoint
     assert not os.path.exists(fixed_dir)  # removed with the topology
+
+
+class ColumnCoder(ColumnarBolt):
+    """A columnar bolt with a fixed table: codes a batch of words at once."""
+
+    fixed_attributes = ("codes",)
+
+    def declare_output_fields(self, d):
+        d.declare(["word", "code"])
+
+    def prepare(self, conf, context):
+        self.codes = {w: 10 * i for i, w in enumerate(WORDS)}
+
+    def execute_batch(self, batch, c):
+        words = batch.column(0).to_pylist()
+        c.emit_batch({"word": pa.array(words), "code": pa.array([self.codes[w] for w in words], pa.int64())},
+                     np.arange(batch.num_rows))
+
+
+def test_a_columnar_bolt_has_its_fixed_table_in_every_wave(cluster_kwargs):
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("coder", ColumnCoder(), parallelism=2).shuffle_grouping("words")
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1})
+    result = complete_topology(b.create_topology(), mocked_sources={"words": FEED}, conf=conf, **cluster_kwargs)
+    assert sorted(result.emitted("coder")) == sorted([w[0], 10 * WORDS.index(w[0])] for w in FEED)
+    assert not result.errors
