@@ -14,7 +14,9 @@ import pytest
 
 from squall import BasicBolt, Config, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
 from squall.columnar import ColumnarBolt
+from squall.engine.fixed_parts import fixed_names, user_instance
 from squall.testing import complete_topology
+from squall.windowing import BaseWindowedBolt, Count
 
 WORDS = ["apple", "pear", "fig", "plum", "kiwi"]
 FEED = [[WORDS[(i * 3) % len(WORDS)]] for i in range(30)]  # each word six times
@@ -240,4 +242,33 @@ def test_a_columnar_bolt_has_its_fixed_table_in_every_wave(cluster_kwargs):
     conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1})
     result = complete_topology(b.create_topology(), mocked_sources={"words": FEED}, conf=conf, **cluster_kwargs)
     assert sorted(result.emitted("coder")) == sorted([w[0], 10 * WORDS.index(w[0])] for w in FEED)
+    assert not result.errors
+
+
+class WindowCoder(BaseWindowedBolt):
+    """A windowed bolt with a fixed table (the engine holds it inside its window executor)."""
+
+    fixed_attributes = ("codes",)
+
+    def declare_output_fields(self, d):
+        d.declare(["codes"])
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.codes = {w: 10 * i for i, w in enumerate(WORDS)}
+
+    def execute(self, window):
+        self.collector.emit([[self.codes[t["word"]] for t in window.get()]])
+
+
+def test_a_windowed_bolt_has_its_fixed_table_in_every_wave(cluster_kwargs):
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("coder", WindowCoder().with_tumbling_window(Count(3)), parallelism=1).global_grouping("words")
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 6, Config.SQUALL_WAVE_MAX_TUPLES: 2})  # windows span waves
+    topology = b.create_topology()
+    assert fixed_names(user_instance(topology.specs["coder"].obj)) == ("codes",)  # found inside the executor
+    result = complete_topology(topology, mocked_sources={"words": FEED}, conf=conf, **cluster_kwargs)
+    codes = [10 * WORDS.index(w[0]) for w in FEED]
+    assert result.emitted("coder") == [[codes[i:i + 3]] for i in range(0, len(FEED), 3)]
     assert not result.errors
