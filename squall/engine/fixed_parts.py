@@ -3,11 +3,12 @@
 On Spark a bolt task's instance is pickled after every wave and unpickled when its next wave lands
 on another Python worker (engine/spark/worker.py). A lookup table or a model of a few MB then costs
 more than the bolt's own work. A fixed attribute is pickled once, travels on as those same bytes in
-the task's State (`FixedPart`), and is unpickled once per process: each process keeps what it
-unpickled or made, by token, for the run. An attribute reassigned (`self.table = new`) is seen (it is
-another object) and carried anew. One changed in place breaks the contract: every `check_every`
-waves of the task the process holding it pickles it again and compares (`Watch`). On a change the
-task reports it and carries the whole instance every wave from then on.
+the task's State (`FixedPart`), or on a local master in a file the State names (`spill`), and is
+unpickled once per process: each process keeps what it unpickled or made, by token, for the run.
+An attribute reassigned (`self.table = new`) is seen (it is another object) and carried anew. One
+changed in place breaks the contract: every squall.fixed.check.waves waves of the task (more for
+big ones) the process holding it pickles it again and compares (`Watch`). On a change the task
+reports it and carries the whole instance every wave from then on (engine/bolt_task.py).
 """
 
 from __future__ import annotations
