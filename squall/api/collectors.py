@@ -246,7 +246,7 @@ class BasicOutputCollector:
 class BasicBoltExecutor:
     """Runs a BasicBolt as a Bolt: anchor to the input, ack after execute, fail on FailedException."""
 
-    WRAPS = "basic"  # where the user's bolt is (engine/fixed_parts.user_instance)
+    WRAPS = "basic"  # where the user's bolt is (api/components.user_instance)
 
     def __init__(self, basic: Any):
         self.basic = basic

@@ -120,3 +120,13 @@ class BasicBolt(Component):
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, tuple, collector)")
 
     def cleanup(self) -> None: ...
+
+
+def user_instance(bolt: Any) -> Any:
+    """The user's bolt inside squall's wrappers (a BasicBolt's executor, windowed and stateful
+    executors): each wrapper names the attribute it keeps it in (`WRAPS`)."""
+    while True:
+        attr = getattr(type(bolt), "WRAPS", None)
+        if attr is None:
+            return bolt
+        bolt = getattr(bolt, attr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.api.components import BasicBolt, Bolt, InvalidTopologyException, Spout
+from squall.api.components import BasicBolt, Bolt, InvalidTopologyException, Spout, user_instance
 
 DEFAULT_STREAM = "default"
 
@@ -298,9 +298,7 @@ class StormTopology:
 
 def _check_fixed_attributes(component: str, bolt: Any) -> None:
     """`fixed_attributes` is a tuple of attribute names, not one string (engine/fixed_parts.py)."""
-    while getattr(type(bolt), "WRAPS", None):  # squall's executor around a windowed or stateful bolt
-        bolt = getattr(bolt, type(bolt).WRAPS)
-    names = getattr(type(bolt), "fixed_attributes", ())
+    names = getattr(type(user_instance(bolt)), "fixed_attributes", ())  # inside a windowed or stateful executor
     if isinstance(names, str) or not isinstance(names, (tuple, list, frozenset, set)) or \
             not all(isinstance(n, str) and n.isidentifier() for n in names):
         raise InvalidTopologyException(

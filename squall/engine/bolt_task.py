@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from squall.api.collectors import BasicBoltExecutor, LeanEmits, OutputCollector, Recorded
-from squall.api.components import BasicBolt, Bolt
+from squall.api.components import BasicBolt, Bolt, user_instance
 from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
 from squall.api.tuple import Tuple, tuples_of
 from squall.engine import fixed_parts
-from squall.engine.fixed_parts import FixedPart, Watch, fixed_names, user_instance
+from squall.engine.fixed_parts import FixedPart, Watch, fixed_names
 from squall.engine.gc_tuning import gc_paused
 from squall.engine.outputs import bucket_children, group_children
 from squall.engine.routing import ShuffleCounter

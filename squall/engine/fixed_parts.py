@@ -82,16 +82,6 @@ def fixed_names(instance: Any) -> tuple[str, ...]:
     return tuple(getattr(type(instance), "fixed_attributes", ()) or ())
 
 
-def user_instance(bolt: Any) -> Any:
-    """The user's bolt inside squall's wrappers (a BasicBolt's executor, windowed and stateful
-    executors): each wrapper names the attribute it keeps it in (`WRAPS`)."""
-    while True:
-        attr = getattr(type(bolt), "WRAPS", None)
-        if attr is None:
-            return bolt
-        bolt = getattr(bolt, attr)
-
-
 # This process's fixed attributes by token, and each task's current token (a task that carries new
 # ones lets its old ones go). A process holds one set per task it has run.
 _HELD: dict[int, Watch] = {}

@@ -34,7 +34,7 @@ from squall.state.kv import KeyValueState
 class StatefulBoltExecutor(Bolt):
     """The Bolt the builder runs in place of a BaseStatefulBolt; see the module docstring."""
 
-    WRAPS = "bolt"  # where the user's bolt is (engine/fixed_parts.user_instance)
+    WRAPS = "bolt"  # where the user's bolt is (api/components.user_instance)
 
     def __init__(self, bolt: BaseStatefulBolt, component: str):
         self.bolt = bolt

@@ -33,7 +33,7 @@ IN_LAST = 1  # store flag bit: the row was in the last window (get_new is the re
 class WindowedBoltExecutor(Bolt):
     """The Bolt the builder runs in place of a BaseWindowedBolt; see the module docstring."""
 
-    WRAPS = "bolt"  # where the user's bolt is (engine/fixed_parts.user_instance)
+    WRAPS = "bolt"  # where the user's bolt is (api/components.user_instance)
 
     def __init__(self, bolt: BaseWindowedBolt, component: str):
         spec = bolt.window_spec

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 
 from squall import BasicBolt, Config, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
+from squall.api.components import user_instance
 from squall.columnar import ColumnarBolt
-from squall.engine.fixed_parts import fixed_names, user_instance
+from squall.engine.fixed_parts import fixed_names
 from squall.testing import complete_topology
 from squall.windowing import BaseWindowedBolt, Count
 

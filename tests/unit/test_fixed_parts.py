@@ -9,8 +9,9 @@ import pytest
 
 from squall import BasicBolt
 from squall.api.collectors import BasicBoltExecutor
+from squall.api.components import user_instance
 from squall.engine import fixed_parts
-from squall.engine.fixed_parts import FixedPart, Watch, fixed_names, user_instance
+from squall.engine.fixed_parts import FixedPart, Watch, fixed_names
 
 
 @pytest.fixture(autouse=True)
