@@ -124,10 +124,7 @@ class ResidentExecutor:
                         roots.append(r)
                         vals.append(v)
                     out.add_result(res)
-        if roots:
-            out.ack_roots = np.concatenate(roots)
-            out.ack_vals = np.concatenate(vals)
-        return out.check_settled()
+        return out.finish(roots, vals)
 
     def stop(self) -> None:
         self._pool.shutdown(wait=True)

@@ -53,10 +53,7 @@ class LocalExecutor:
             roots.extend(res.ack_roots)
             vals.extend(res.ack_vals)
             out.add_result(res)
-        if roots:
-            out.ack_roots = np.concatenate(roots)
-            out.ack_vals = np.concatenate(vals)
-        return out.check_settled()
+        return out.finish(roots, vals)
 
     def stop(self) -> None:
         for task in self.tasks.values():

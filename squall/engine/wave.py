@@ -100,6 +100,13 @@ class WaveOutput:
         self.settled.extend(res.settled)
         self.add_report(res.component, res.task, res.counters, res.errors, res.captured, res.metrics)
 
+    def finish(self, roots: list[np.ndarray], vals: list[np.ndarray]) -> WaveOutput:
+        """The wave's ack messages, as its tasks gave them (concatenated here), then check_settled."""
+        if roots:
+            self.ack_roots = np.concatenate(roots)
+            self.ack_vals = np.concatenate(vals)
+        return self.check_settled()
+
     def check_settled(self) -> WaveOutput:
         """Raises WaveLost if a batch sent with no edge values was not settled whole (reliability/settled.py)."""
         astray = unsettled(self.sent, self.settled)
