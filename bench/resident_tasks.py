@@ -22,6 +22,8 @@ import multiprocessing as mp
 import pickle
 import statistics
 import sys
+import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -69,11 +71,40 @@ def resident(conn: Any, topology: StormTopology, conf: dict, capture: bool, mine
         conn.send_bytes(pickle.dumps(outs, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+class _Link:
+    """One resident process's pipe. Requests go out in order and it answers in that order, so a
+    reader thread hands each answer to the oldest request waiting: two waves can be out at once."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+        self.waiting: deque[Future] = deque()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True, name="resident-read").start()
+
+    def ask(self, payload: bytes) -> Future:
+        answer: Future = Future()
+        with self.lock:
+            self.waiting.append(answer)
+            self.conn.send_bytes(payload)
+        return answer
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            self.waiting.popleft().set_result(msg)
+
+
 class ResidentExecutor:
-    """An executor whose bolt tasks live in WORKERS resident processes (see the module doc)."""
+    """An executor whose bolt tasks live in `workers` resident processes (see the module doc).
+    Up to `depth` waves go through them at once: a wave sends a level's inputs once the wave
+    before it has sent that level's, so every task gets its waves in order."""
 
     default_wave_tuples = 2000
     workers = 2
+    depth = 2
 
     def __init__(self, topology: StormTopology, conf: dict, capture: bool = False):
         self.topology = topology
@@ -84,52 +115,65 @@ class ResidentExecutor:
                 self.worker_of[tid] = i % self.workers
                 mine[i % self.workers].add(tid)
         ctx = mp.get_context("fork")
-        self.conns = []
+        self.links: list[_Link] = []
         self.procs = []
         for w in range(self.workers):
             here, there = ctx.Pipe()
             proc = ctx.Process(target=resident, args=(there, topology, conf, capture, mine[w]), daemon=True)
             proc.start()
-            self.conns.append(here)
+            self.links.append(_Link(here))
             self.procs.append(proc)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="resident-dispatch")
+        self._pool = ThreadPoolExecutor(max_workers=self.depth, thread_name_prefix="resident-dispatch")
+        self._last_sent: list[threading.Event] | None = None  # the previous wave's, per level
 
     def start(self) -> None:
         pass
 
     def submit_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> Any:
-        return _Submitted(self._pool.submit(self.run_wave, spout_outputs, wave, now))
+        before, self._last_sent = self._last_sent, [threading.Event() for _ in self.topology.bolts_in_order]
+        return _Submitted(self._pool.submit(self._run, spout_outputs, wave, now, before, self._last_sent))
 
     def run_wave(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None = None) -> WaveOutput:
-        inbox: dict[int, list[bytes]] = {}
-        for target, batch in spout_outputs:
-            inbox.setdefault(target, []).append(dumps(batch))
-        out = WaveOutput()
-        out.sent.extend(sent_of(spout_outputs))
-        roots: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-        for comp in self.topology.bolts_in_order:
-            per_worker: dict[int, list] = {}
-            for tid in self.topology.task_ids[comp]:
-                blobs = inbox.pop(tid, None)
-                if blobs:
-                    per_worker.setdefault(self.worker_of[tid], []).append((tid, blobs))
-            for w, items in per_worker.items():
-                self.conns[w].send_bytes(pickle.dumps((wave, now, items), protocol=pickle.HIGHEST_PROTOCOL))
-            for w in per_worker:
-                for sealed, r, v, res in pickle.loads(self.conns[w].recv_bytes()):
-                    for target, blob in sealed:
-                        inbox.setdefault(target, []).append(blob)
-                    if r is not None:
-                        roots.append(r)
-                        vals.append(v)
-                    out.add_result(res)
-        return out.finish(roots, vals)
+        return self.submit_wave(spout_outputs, wave, now).result()
+
+    def _run(self, spout_outputs: list[tuple[int, TupleBatch]], wave: int, now: float | None,
+             before: list[threading.Event] | None, sent: list[threading.Event]) -> WaveOutput:
+        try:
+            inbox: dict[int, list[bytes]] = {}
+            for target, batch in spout_outputs:
+                inbox.setdefault(target, []).append(dumps(batch))
+            out = WaveOutput()
+            out.sent.extend(sent_of(spout_outputs))
+            roots: list[np.ndarray] = []
+            vals: list[np.ndarray] = []
+            for level, comp in enumerate(self.topology.bolts_in_order):
+                per_worker: dict[int, list] = {}
+                for tid in self.topology.task_ids[comp]:
+                    blobs = inbox.pop(tid, None)
+                    if blobs:
+                        per_worker.setdefault(self.worker_of[tid], []).append((tid, blobs))
+                if before is not None:
+                    before[level].wait()
+                answers = [self.links[w].ask(pickle.dumps((wave, now, items), protocol=pickle.HIGHEST_PROTOCOL))
+                           for w, items in per_worker.items()]
+                sent[level].set()
+                for answer in answers:
+                    for sealed, r, v, res in pickle.loads(answer.result()):
+                        for target, blob in sealed:
+                            inbox.setdefault(target, []).append(blob)
+                        if r is not None:
+                            roots.append(r)
+                            vals.append(v)
+                        out.add_result(res)
+            return out.finish(roots, vals)
+        finally:
+            for event in sent:  # a wave that failed part way holds no later one back
+                event.set()
 
     def stop(self) -> None:
         self._pool.shutdown(wait=True)
-        for conn in self.conns:
-            conn.send_bytes(STOP)
+        for link in self.links:
+            link.conn.send_bytes(STOP)
         for proc in self.procs:
             proc.join(timeout=10)
 
@@ -146,10 +190,11 @@ class _Submitted:
 
 
 @contextmanager
-def resident_engine(workers: int) -> Iterator[None]:
+def resident_engine(workers: int, depth: int) -> Iterator[None]:
     """The local engine's executor replaced by ResidentExecutor for the `with` block."""
     saved = cluster.LocalExecutor
     ResidentExecutor.workers = workers
+    ResidentExecutor.depth = depth
     cluster.LocalExecutor = ResidentExecutor
     try:
         yield
@@ -163,11 +208,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case")
     p.add_argument("--rounds", type=int, default=2, help="(acked, no ackers) rounds")
     p.add_argument("--max-pending", type=int, default=50000)
+    p.add_argument("--depth", type=int, default=2,
+                   help="waves through the resident processes at once (default 2, squall.waves.in.flight's default)")
     args = p.parse_args(argv)
     example = wordcount.load_example()
     wordcount.use_corpus(example, wordcount.CORPUS_SENTENCES, None)
     cases: dict[int, list[dict]] = {1: [], 0: []}
-    with resident_engine(args.workers):
+    with resident_engine(args.workers, args.depth):
         for _ in range(args.rounds):
             for ackers in (1, 0):
                 cases[ackers].append(wordcount.run_case(example, "local", None, 2, ackers, args.seconds, 5.0,
@@ -180,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     cores = [round(sum((c["cpu_cores"] or {}).values()), 2) for c in cases[1]]
     print(json.dumps({
         "workers": args.workers,
+        "waves_at_once": args.depth,
         "max_spout_pending": args.max_pending,
         "bolt_tuples_per_sec_acking": [round(r) for r in acked],
         "bolt_tuples_per_sec_no_acking": [round(r) for r in plain],
