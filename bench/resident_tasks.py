@@ -2,13 +2,14 @@
 
 squall's bolt tasks (BoltTask, sealing, acking: the code both engines run) stay resident in one
 process per core for the whole run, each holding task i % WORKERS of every bolt; the driver feeds
-each wave's batches to them over pipes, level by level, and routes what they send on. One
-dispatcher thread takes the waves in order while the coordinator builds the next (waves in flight).
+each wave's batches to them over pipes, level by level, and routes what they send on. Up to
+--depth waves go through them at once (a wave sends a level's inputs once the wave before it has
+sent that level's, so each task takes its waves in order) while the coordinator builds the next.
 No Spark, so no recovery: a lost process is not rebuilt. The figure to compare is the Spark
 engine's in `bench/wordcount.py` (same example, same max spout pending): what a design keeping
-Spark for placement and recovery, and tasks resident between waves, could reach at best.
+Spark for placement and recovery, with tasks resident between waves, could reach.
 
-    .venv/bin/python bench/resident_tasks.py [--workers 2] [--seconds 10] [--rounds 2]
+    .venv/bin/python bench/resident_tasks.py [--workers 2] [--depth 2] [--seconds 10] [--rounds 2]
 
 Prints one JSON line.
 """
