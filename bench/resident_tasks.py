@@ -17,7 +17,6 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import multiprocessing as mp
 import pickle
@@ -37,11 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import wordcount  # noqa: E402 - bench/wordcount.py: the example, its corpus and run_case
 
-from squall.api.config import component_conf  # noqa: E402
 from squall.api.topology import StormTopology  # noqa: E402
 from squall.engine import cluster  # noqa: E402
+from squall.engine.local import LocalExecutor  # noqa: E402 - the real one: resident_engine patches cluster's
 from squall.engine.sealing import dumps, seal_outputs  # noqa: E402
-from squall.engine.task_kinds import bolt_task_class  # noqa: E402
 from squall.engine.wave import WaveOutput  # noqa: E402
 from squall.reliability.batch import TupleBatch  # noqa: E402
 from squall.reliability.settled import sent_of  # noqa: E402
@@ -52,13 +50,8 @@ STOP = b"stop"
 def resident(conn: Any, topology: StormTopology, conf: dict, capture: bool, mine: set[int]) -> None:
     """A resident process: its bolt tasks live here; each message is one wave's inputs for some
     of them, answered with what each sent on, its acks and the rest of its result."""
-    tasks = {}
-    for comp in topology.bolts_in_order:
-        spec = topology.specs[comp]
-        for i, tid in enumerate(topology.task_ids[comp]):
-            if tid in mine:
-                tasks[tid] = bolt_task_class(spec.obj)(topology, comp, i, component_conf(conf, spec),
-                                                       copy.deepcopy(spec.obj), capture)
+    # the local engine's tasks, made as it makes them; the others are never run, so never prepared
+    tasks = {tid: task for tid, task in LocalExecutor(topology, conf, capture).tasks.items() if tid in mine}
     while (msg := conn.recv_bytes()) != STOP:
         wave, now, items = pickle.loads(msg)
         outs = []
