@@ -181,6 +181,19 @@ class StormTopology:
             for sub in self.specs[cid].inputs:
                 self.subscribers.setdefault((sub.source, sub.stream), []).append((cid, sub.grouping))
 
+    def without_spout_instances(self) -> StormTopology:
+        """The topology as executors need it: routing and bolts, no spout instances (they stay on
+        the driver and may hold things that cannot be pickled, like locks or connections)."""
+        t = object.__new__(StormTopology)
+        t.__dict__.update(self.__dict__)
+        t.specs = {}
+        for cid, spec in self.specs.items():
+            if spec.is_spout:
+                spec = type(spec)(spec.id, None, spec.parallelism, True, list(spec.inputs), dict(spec.conf),
+                                  dict(spec.streams))
+            t.specs[cid] = spec
+        return t
+
     def settling_tasks(self) -> frozenset[int]:
         """The tasks that ack or fail every input in the wave they get it, so a batch sent to one
         needs no edge per row (reliability/settled.py): a columnar bolt's, and a BasicBolt's (it

@@ -51,22 +51,9 @@ CHECKPOINT_ALL_LEVELS = "spark.checkpoint.checkpointAllMarkedAncestors"  # a thr
 STATE_SHUFFLE_BYTES = 1 << 20  # a level's States bigger than this in all stay behind (worker.without_states)
 
 
-def strip_spouts(topology: StormTopology) -> StormTopology:
-    """The topology as executors need it: routing and bolts, no spout instances (they stay on
-    the driver and may hold things that cannot be pickled, like locks or connections)."""
-    t = object.__new__(StormTopology)
-    t.__dict__.update(topology.__dict__)
-    t.specs = {}
-    for cid, spec in topology.specs.items():
-        if spec.is_spout:
-            spec = type(spec)(spec.id, None, spec.parallelism, True, list(spec.inputs), dict(spec.conf),
-                              dict(spec.streams))
-        t.specs[cid] = spec
-    return t
-
-
 class SparkExecutor:
     default_wave_tuples = 20000
+    engine = "spark"
 
     def __init__(self, topology: StormTopology, conf: dict, spark: Any = None, capture: bool = False):
         from pyspark import cloudpickle  # noqa: PLC0415
@@ -100,7 +87,8 @@ class SparkExecutor:
         if self._fixed_files.dir is not None:
             conf = {**conf, FIXED_DIR: self._fixed_files.dir}
         self.checkpoints = Checkpoints(self.sc, checkpoints)
-        self._blob = self.sc.broadcast(cloudpickle.dumps((strip_spouts(topology), dict(conf), self.layout, capture)))
+        self._blob = self.sc.broadcast(cloudpickle.dumps((topology.without_spout_instances(), dict(conf), self.layout,
+                                                          capture)))
         self._jvm = JvmHandles(self.sc, self._blob)
         self._blob_ref = BroadcastRef(self._blob)
         # per level: the persisted output (it carries the instances) of the last wave submitted,
