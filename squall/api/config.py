@@ -40,6 +40,15 @@ class Config(dict):
     # runs in the driver's JVM (local[...]), reliable on a cluster (engine/spark/checkpoints.py)
     SQUALL_SPARK_CHECKPOINT = "squall.spark.checkpoint"
     SQUALL_SHARED_PATHS = "squall.shared.paths"  # mount points every cluster host sees (list or "a,b")
+    # How the Spark engine runs bolt tasks: "resident" (each task lives in a slot, a long-running
+    # Spark task, for the whole run: squall.engine.resident) or "per-wave" (one Spark job a wave,
+    # the task's instance carried in cached partitions: squall.engine.spark.executor)
+    SQUALL_SPARK_TASKS = "squall.spark.tasks"
+    SQUALL_SPARK_SLOTS = "squall.spark.slots"  # resident slots (cores they hold); None: Spark's default parallelism
+    # Resident tasks: waves between snapshots of every task's state (and the bytes of inputs logged
+    # since the last one that bring the next sooner), from which a task whose slot died is rebuilt
+    SQUALL_RESIDENT_SNAPSHOT_WAVES = "squall.resident.snapshot.waves"
+    SQUALL_RESIDENT_SNAPSHOT_BYTES = "squall.resident.snapshot.bytes"
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,
@@ -78,6 +87,10 @@ class Config(dict):
         # lost-wave warning gives; a log4j level ("WARN", "INFO", ...) shows them on the console.
         SQUALL_SPARK_LOG_LEVEL: None,
         SQUALL_SPARK_CHECKPOINT: "auto",
+        SQUALL_SPARK_TASKS: "resident",
+        SQUALL_SPARK_SLOTS: None,
+        SQUALL_RESIDENT_SNAPSHOT_WAVES: 25,
+        SQUALL_RESIDENT_SNAPSHOT_BYTES: 256 << 20,
     }
 
     def set_debug(self, on: bool) -> None:

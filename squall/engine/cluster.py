@@ -25,9 +25,16 @@ def make_executor(engine: str, topology: StormTopology, conf: dict, spark: Any =
     if engine == "local":
         return LocalExecutor(topology, conf, capture)
     if engine == "spark":
-        from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415 - pyspark is heavy
+        tasks = conf.get(Config.SQUALL_SPARK_TASKS, "resident")
+        if tasks == "per-wave":
+            from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415 - pyspark is heavy
 
-        return SparkExecutor(topology, conf, spark=spark, capture=capture)
+            return SparkExecutor(topology, conf, spark=spark, capture=capture)
+        if tasks == "resident":
+            from squall.engine.spark.slots import resident_executor  # noqa: PLC0415
+
+            return resident_executor(topology, conf, spark, capture)
+        raise ValueError(f"{Config.SQUALL_SPARK_TASKS} must be 'resident' or 'per-wave', got {tasks!r}")
     raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
 
 

@@ -18,6 +18,7 @@ from squall.reliability.settled import sent_of
 
 class LocalExecutor:
     default_wave_tuples = 2000
+    engine = "local"
 
     def __init__(self, topology: StormTopology, conf: dict, capture: bool = False):
         self.topology = topology

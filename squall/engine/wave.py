@@ -93,12 +93,13 @@ class WaveOutput:
         if metrics:
             self.metrics.append((component, task, metrics))
 
-    def add_result(self, res: TaskResult) -> None:
+    def add_result(self, res: TaskResult, counters: Counters | None = None) -> None:
+        """One task's result; `counters` as the task counted them, when its outputs travel apart."""
         self.fail_roots.extend(res.fail_roots)
         self.fail_reasons.extend(res.fail_reasons)
         self.sent.extend(res.sent)
         self.settled.extend(res.settled)
-        self.add_report(res.component, res.task, res.counters, res.errors, res.captured, res.metrics)
+        self.add_report(res.component, res.task, counters or res.counters, res.errors, res.captured, res.metrics)
 
     def finish(self, roots: list[np.ndarray], vals: list[np.ndarray]) -> WaveOutput:
         """The wave's ack messages, as its tasks gave them (concatenated here), then check_settled."""

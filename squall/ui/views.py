@@ -37,7 +37,7 @@ def summary_entry(name: str, coord: Any, started: float) -> dict[str, Any]:
 
 
 def _engine(coord: Any) -> str:
-    return "spark" if type(coord.executor).__name__ == "SparkExecutor" else "local"
+    return getattr(coord.executor, "engine", "local")
 
 
 def _component_sums(coord: Any, window: str, now: float) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray], float]:

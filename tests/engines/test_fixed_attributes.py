@@ -1,7 +1,7 @@
 """A bolt's `fixed_attributes` (engine/fixed_parts.py), on both engines alike: what it builds once
 is there in every wave, an attribute assigned anew is carried anew, one changed in place is
 reported and the task goes on carrying its whole instance. On Spark a fixed attribute is pickled
-once per process, not once per wave."""
+once per process (per-wave tasks), or once (resident tasks), not once per wave."""
 
 from __future__ import annotations
 
@@ -144,23 +144,39 @@ class CountedPlain(CountedEnrich):
     fixed_attributes = ()
 
 
-@pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
-def test_spark_pickles_a_fixed_table_once_per_process_not_once_per_wave(bolt, spark_session, tmp_path):
+def count_pickles(bolt: type, spark_session, tmp_path, conf: dict) -> int:
+    """How many times the table of `bolt` is pickled while the Spark engine runs FEED, a word a wave."""
     path = str(tmp_path / "pickles")
     b = TopologyBuilder()
     b.set_spout("words", Words())
     b.set_bolt("enrich", bolt(path), parallelism=1).shuffle_grouping("words")
-    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, Config.SQUALL_FIXED_CHECK_WAVES: 0})
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, Config.SQUALL_FIXED_CHECK_WAVES: 0, **conf})
     result = complete_topology(b.create_topology(), mocked_sources={"words": FEED}, conf=conf, engine="spark",
                                spark=spark_session)
     assert len(result.emitted("enrich")) == len(FEED)
-    pickles = len(open(path).read().splitlines()) if os.path.exists(path) else 0
+    return len(open(path).read().splitlines()) if os.path.exists(path) else 0
+
+
+@pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
+def test_spark_pickles_a_fixed_table_once_per_process_not_once_per_wave(bolt, spark_session, tmp_path):
+    pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_SPARK_TASKS: "per-wave"})
     if bolt is CountedPlain:
         assert pickles >= len(FEED)  # the instance, table and all, after each of its waves
     else:
         # made once (pickled, and digested for the check), then digested once by each Python
         # worker that unpickles it: local[N,4] keeps a handful
         assert 1 <= pickles <= 10, pickles
+
+
+@pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
+def test_resident_tasks_pickle_a_table_for_their_snapshots_only(bolt, spark_session, tmp_path, monkeypatch):
+    """A resident task is pickled only for a snapshot (here every 10 waves: waves 1, 11, 21), and
+    its fixed table only the first time: the driver keeps its bytes."""
+    from squall.engine.resident import executor as resident
+
+    monkeypatch.setattr(resident, "SNAPSHOT_WORK", float("inf"))  # by the wave count alone
+    pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 10})
+    assert pickles == (3 if bolt is CountedPlain else 1)
 
 
 class Numbered(Spout):
@@ -203,7 +219,7 @@ def test_spark_keeps_an_old_enough_table_in_a_file_and_removes_replaced_ones(spa
     b = TopologyBuilder()
     b.set_spout("words", Numbered(limit))
     b.set_bolt("enrich", Refreshed(), parallelism=1).shuffle_grouping("words")
-    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1})
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, Config.SQUALL_SPARK_TASKS: "per-wave"})
     with LocalCluster(engine="spark", spark=spark_session) as cluster:
         cluster.submit_topology("refreshed", conf, b.create_topology())
         coord = cluster.coordinator("refreshed")

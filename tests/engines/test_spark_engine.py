@@ -1,6 +1,7 @@
-"""What only the Spark engine must prove: bolt instances carried across waves (also after a
-Python worker dies), no stage computed twice, retried tasks keep trees balanced, lost waves
-replayed and a poison root dead-lettered."""
+"""What only the Spark engine's per-wave tasks (`squall.spark.tasks: per-wave`, one Spark job a
+wave) must prove: bolt instances carried across waves (also after a Python worker dies), no
+stage computed twice, retried tasks keep trees balanced, lost waves replayed and a poison root
+dead-lettered. Resident tasks prove the same in test_resident.py."""
 
 from __future__ import annotations
 
@@ -16,58 +17,23 @@ from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.engine.spark.executor import CHECKPOINT_EVERY_WAVES, STATE_SHUFFLE_BYTES
 from squall.testing import AckFailMapTracker, FeederSpout
 from tests.support.engine_processes import kill_python_workers
+from tests.support.recovery_topologies import (
+    CountAndJoin,
+    PassOn,
+    RecordExecutions,
+    ReplayingFeeder,
+    Sink,
+    join_topology,
+    marker_lines,
+)
 
 pytestmark = pytest.mark.spark
 
 
-class CountAndJoin(Bolt):
-    """Keeps a running count per key (state in attributes) and holds "left" tuples until the
-    matching "right" one arrives, possibly many waves later; then emits both anchored, acks both."""
-
-    def prepare(self, conf, context, collector):
-        self.c = collector
-        self.counts = {}
-        self.left = {}
-
-    def declare_output_fields(self, d):
-        d.declare(["key", "count", "joined"])
-
-    def execute(self, t):
-        key, side = t[0], t[1]
-        self.counts[key] = self.counts.get(key, 0) + 1
-        if side == "left":
-            self.left[key] = t
-            return
-        held = self.left.pop(key, None)
-        if held is None:
-            self.c.emit([key, self.counts[key], None], anchors=t)
-            self.c.ack(t)
-            return
-        self.c.emit([key, self.counts[key], held[1]], anchors=[held, t])
-        self.c.ack(held)
-        self.c.ack(t)
-
-
-class Sink(Bolt):
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        pass
-
-    def execute(self, t):
-        self.c.ack(t)
-
-
-def join_topology():
-    feeder = FeederSpout(["key", "side"])
-    tracker = AckFailMapTracker()
-    feeder.set_ack_fail_delegate(tracker)
-    b = TopologyBuilder()
-    b.set_spout("src", feeder)
-    b.set_bolt("join", CountAndJoin(), parallelism=3).fields_grouping("src", ["key"])
-    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("join")
-    return feeder, tracker, b.create_topology()
+@pytest.fixture(autouse=True)
+def per_wave_tasks(monkeypatch):
+    """Every Spark topology of this module runs its tasks per wave (the default is resident)."""
+    monkeypatch.setitem(Config.DEFAULTS, Config.SQUALL_SPARK_TASKS, "per-wave")
 
 
 def run_rounds(cluster_kwargs, kill_workers_between=False, evict_between=False, rounds=8, at=(2, 5), checks=None):
@@ -246,70 +212,12 @@ def crash_worker(marker: str, *facts: object) -> None:
     os._exit(1)
 
 
-def marker_lines(marker: Path) -> list[list[int]]:
-    return [[int(x) for x in line.split()] for line in marker.read_text().splitlines()] if marker.exists() else []
-
-
-class ReplayingFeeder(FeederSpout):
-    """Puts failed tuples back in its queue (a spout that replays)."""
-
-    def __init__(self, fields):
-        super().__init__(fields)
-        self.sent = {}
-        self.fail_reasons = []
-        self.acked = []
-
-    def next_tuple(self):
-        try:
-            values, msg_id = self._queue.popleft()
-        except IndexError:
-            return
-        self.sent[msg_id] = values
-        self._collector.emit(values, msg_id=msg_id)
-
-    def ack(self, msg_id):
-        self.acked.append(msg_id)
-
-    def fail(self, msg_id, reason=None):
-        self.fail_reasons.append((msg_id, reason.kind))
-        self._queue.append((self.sent[msg_id], msg_id))
-
-
-class PassOn(Bolt):
-    """Passes each value on, anchored, and acks it; `observe` sees every value first."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        d.declare(["v"])
-
-    def observe(self, value):
-        pass
-
-    def execute(self, t):
-        self.observe(t[0])
-        self.c.emit([t[0]], anchors=t)
-        self.c.ack(t)
-
-
 class PoisonGate(PassOn):
     """Kills its Python worker on "poison", at every attempt (noted in the marker file `path`)."""
 
     def observe(self, value):
         if value == "poison":
             crash_worker(self.path)
-
-
-class RecordExecutions(PassOn):
-    """Appends every executed value to the file `path`: a stage computed twice shows as a value twice."""
-
-    def observe(self, value):
-        with open(self.path, "a") as f:
-            f.write(f"{value}\n")
 
 
 def checkpointed_rdds(spark) -> set[str]:

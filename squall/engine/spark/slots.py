@@ -1,0 +1,203 @@
+"""Resident slots hosted by Spark: each slot is a Spark job of one task that runs until told to
+stop, in one of the executors' Python workers (squall.engine.resident.slot). Spark places it, and
+when its process dies Spark runs the task again (up to the master's task attempts; after that the
+job fails and is submitted again here), and the new process connects back to the driver.
+
+The driver listens on a Unix socket when every executor is on its host (`local[...]`,
+`local-cluster[...]`), else on TCP at `spark.driver.host`; a connection is admitted by the HMAC
+challenge of `multiprocessing.connection` with a key only this driver's closures carry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import Client, Listener
+from typing import Any
+
+from squall.api.config import Config
+from squall.engine.resident import wire
+from squall.engine.resident.executor import ResidentExecutor
+from squall.engine.resident.pool import Connected, SlotPool
+from squall.engine.spark.host_local import check_cluster_resources, is_local_master
+from squall.engine.spark.logs import spark_log_note
+from squall.engine.spark.session import get_or_create_session
+
+log = logging.getLogger("squall")
+
+JOB_RESTARTS = 5  # a slot's job that failed this many times in a row with no process connecting: given up
+_POOLS: dict[int, SlotPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[int]], Iterator[bytes]]:
+    """What a slot's Spark task runs: connect to the driver, say which slot it is, then serve."""
+
+    def run(it: Iterable[int]) -> Iterator[bytes]:
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        from squall.engine.resident.slot import serve  # noqa: PLC0415
+
+        (index,) = list(it)
+        conn = Client(address, family=family, authkey=authkey)
+        wire.no_delay(conn)
+        tc = TaskContext.get()
+        wire.send(conn, {"slot": index, "pid": os.getpid(), "host": socket.gethostname(),
+                         "attempt": tc.attemptNumber() if tc is not None else 0})
+        try:
+            serve(conn)
+        finally:
+            conn.close()
+        return iter(())
+
+    return run
+
+
+def task_attempts(sc: Any) -> int:
+    """How many times Spark runs a failed task: `local[N,F]` F times, `local[N]` once, a
+    cluster `spark.task.maxFailures` (4)."""
+    master = sc.master
+    m = re.fullmatch(r"local\[[^,\]]+,\s*(\d+)\]", master)
+    if m:
+        return int(m.group(1))
+    if master.startswith("local") and not master.startswith("local-cluster"):
+        return 1
+    return int(sc.getConf().get("spark.task.maxFailures", "4"))
+
+
+class SparkSlots:
+    """A SlotHost on a SparkContext (squall.engine.resident.pool)."""
+
+    def __init__(self, sc: Any):
+        self.sc = sc
+        self.id = secrets.token_hex(4)
+        self._dir: str | None = None
+        self._listener: Listener | None = None
+        self._running = False
+        self._jobs: list[threading.Thread] = []
+        self._hellos: dict[int, int] = {}
+
+    def _listen(self) -> Listener:
+        self._key = secrets.token_bytes(32)
+        if is_local_master(self.sc.master):
+            self._dir = tempfile.mkdtemp(prefix="squall-slots-")
+            self._family = "AF_UNIX"
+            return Listener(os.path.join(self._dir, "driver"), family="AF_UNIX", authkey=self._key)
+        host = self.sc.getConf().get("spark.driver.host", None) or socket.gethostname()
+        self._family = "AF_INET"
+        return Listener((host, 0), family="AF_INET", authkey=self._key)
+
+    def start(self, count: int, connected: Connected, give_up: Callable[[int, str], None]) -> None:
+        self._listener = self._listen()
+        self._running = True
+        self._hellos = dict.fromkeys(range(count), 0)
+        threading.Thread(target=self._accept, args=(self._listener, connected), daemon=True,
+                         name="squall-slots-accept").start()
+        fn = slot_task(self._listener.address, self._family, self._key)
+        self._jobs = [threading.Thread(target=self._keep, args=(i, fn, give_up), daemon=True,
+                                       name=f"squall-slot-job-{i}") for i in range(count)]
+        for t in self._jobs:
+            t.start()
+
+    def _accept(self, listener: Listener, connected: Connected) -> None:
+        while True:
+            try:
+                conn = listener.accept()
+                if self._listener is not listener:  # woken by halt
+                    conn.close()
+                    return
+                hello = wire.recv(conn)
+            except OSError:  # closed: the slots are stopped
+                return
+            except Exception as e:  # noqa: BLE001 - a stranger, or a slot that died saying hello
+                log.warning("squall: refused a slot connection (%s)", e)
+                continue
+            wire.no_delay(conn)
+            self._hellos[hello["slot"]] = self._hellos.get(hello["slot"], 0) + 1
+            connected(hello["slot"], conn, hello)
+
+    def _group(self, index: int) -> str:
+        return f"squall-slots-{self.id}-{index}"
+
+    def _keep(self, index: int, fn: Any, give_up: Callable[[int, str], None]) -> None:
+        """Slot `index`'s Spark job, submitted again whenever it ends while the slots run."""
+        failures = 0
+        while self._running:
+            hellos = self._hellos.get(index, 0)
+            self.sc.setJobGroup(self._group(index), f"squall resident slot {index}", interruptOnCancel=True)
+            try:
+                self.sc.parallelize([index], 1).mapPartitions(fn).collect()
+                failures = 0
+            except Exception as e:  # noqa: BLE001 - Py4J wraps the job's failure
+                if not self._running:
+                    return
+                failures = 0 if self._hellos.get(index, 0) > hellos else failures + 1
+                reason = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+                if failures >= JOB_RESTARTS:
+                    log.error("squall: slot %d could not start in %d Spark jobs in a row (%s): given up",
+                              index, failures, reason)
+                    give_up(index, f"its Spark job failed {failures} times in a row: {reason}")
+                    return
+                log.warning("squall: the Spark job of slot %d failed (%s); submitting it again", index, reason)
+                time.sleep(min(5.0, 0.2 * (1 << failures)))
+
+    @staticmethod
+    def describe() -> tuple[str, str]:
+        return "Python worker", spark_log_note()
+
+    def halt(self) -> None:
+        self._running = False
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            try:  # closing a listening socket does not wake the thread blocked accepting on it: a connection does
+                Client(listener.address, family=self._family, authkey=self._key).close()
+            except OSError:
+                pass
+            listener.close()
+
+    def stop(self) -> None:
+        self.halt()
+        deadline = time.monotonic() + 30
+        for i, t in enumerate(self._jobs):
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                self.sc.cancelJobGroup(self._group(i))
+                t.join(10)
+        self._jobs = []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def pool_for(sc: Any, conf: dict) -> SlotPool:
+    """The slot pool of this SparkContext, made on first use."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(id(sc))
+        if pool is None or pool.host.sc is not sc:
+            count = int(conf.get(Config.SQUALL_SPARK_SLOTS) or sc.defaultParallelism)
+            pool = _POOLS[id(sc)] = SlotPool(SparkSlots(sc), max(1, count), task_attempts(sc))
+        return pool
+
+
+def resident_executor(topology: Any, conf: dict, spark: Any = None, capture: bool = False) -> ResidentExecutor:
+    """The Spark engine with resident tasks: the session (squall's own when `spark` is None or a
+    master URL), the same refusals of host-local resources on a cluster as per-wave, and the
+    context's slot pool."""
+    if spark is None or isinstance(spark, str):
+        spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
+                                      log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
+    sc = spark.sparkContext
+    check_cluster_resources(sc.master, conf, {c: s.obj for c, s in topology.specs.items() if not s.is_spout})
+    try:
+        ui_url = sc.uiWebUrl
+    except Exception:  # noqa: BLE001
+        ui_url = None
+    return ResidentExecutor(topology, conf, pool_for(sc, conf), capture, ui_url, engine="spark")

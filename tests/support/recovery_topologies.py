@@ -1,0 +1,118 @@
+"""Topologies and bolts the Spark engine's recovery tests share (tests/engines/test_spark_engine.py
+for per-wave tasks, test_resident.py for resident ones): state carried from wave to wave, a
+spout that replays what fails, bolts that pass values on or record every execution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from squall import Bolt, TopologyBuilder
+from squall.testing import AckFailMapTracker, FeederSpout
+
+
+class CountAndJoin(Bolt):
+    """Keeps a running count per key (state in attributes) and holds "left" tuples until the
+    matching "right" one arrives, possibly many waves later; then emits both anchored, acks both."""
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+        self.counts = {}
+        self.left = {}
+
+    def declare_output_fields(self, d):
+        d.declare(["key", "count", "joined"])
+
+    def execute(self, t):
+        key, side = t[0], t[1]
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if side == "left":
+            self.left[key] = t
+            return
+        held = self.left.pop(key, None)
+        if held is None:
+            self.c.emit([key, self.counts[key], None], anchors=t)
+            self.c.ack(t)
+            return
+        self.c.emit([key, self.counts[key], held[1]], anchors=[held, t])
+        self.c.ack(held)
+        self.c.ack(t)
+
+
+class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        self.c = collector
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        self.c.ack(t)
+
+
+def join_topology():
+    feeder = FeederSpout(["key", "side"])
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("src", feeder)
+    b.set_bolt("join", CountAndJoin(), parallelism=3).fields_grouping("src", ["key"])
+    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("join")
+    return feeder, tracker, b.create_topology()
+
+
+def marker_lines(marker: Path) -> list[list[int]]:
+    return [[int(x) for x in line.split()] for line in marker.read_text().splitlines()] if marker.exists() else []
+
+
+class ReplayingFeeder(FeederSpout):
+    """Puts failed tuples back in its queue (a spout that replays)."""
+
+    def __init__(self, fields):
+        super().__init__(fields)
+        self.sent = {}
+        self.fail_reasons = []
+        self.acked = []
+
+    def next_tuple(self):
+        try:
+            values, msg_id = self._queue.popleft()
+        except IndexError:
+            return
+        self.sent[msg_id] = values
+        self._collector.emit(values, msg_id=msg_id)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id, reason=None):
+        self.fail_reasons.append((msg_id, reason.kind))
+        self._queue.append((self.sent[msg_id], msg_id))
+
+
+class PassOn(Bolt):
+    """Passes each value on, anchored, and acks it; `observe` sees every value first."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+
+    def declare_output_fields(self, d):
+        d.declare(["v"])
+
+    def observe(self, value):
+        pass
+
+    def execute(self, t):
+        self.observe(t[0])
+        self.c.emit([t[0]], anchors=t)
+        self.c.ack(t)
+
+
+class RecordExecutions(PassOn):
+    """Appends every executed value to the file `path`: a stage computed twice shows as a value twice."""
+
+    def observe(self, value):
+        with open(self.path, "a") as f:
+            f.write(f"{value}\n")
