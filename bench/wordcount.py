@@ -105,6 +105,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from squall import Config, LocalCluster  # noqa: E402
+from squall.api.config import effective_conf  # noqa: E402
 from squall.observe.stats import LatencyWindow  # noqa: E402
 
 if str(ROOT / "bench") not in sys.path:
@@ -208,7 +209,8 @@ class Timers:
     def __init__(self) -> None:
         self.secs: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self.restore: Any = None  # SubmittedWave.result as it was (install_spark_timers wraps it)
+        self.restore: Any = None  # (SubmittedWave, its result as it was): install_spark_timers wraps it
+        self.probe: Callable[[], Any] | None = None  # more figures taken with each snapshot
 
     def wrap(self, obj: Any, attr: str, name: str) -> None:
         orig = getattr(obj, attr)
@@ -227,8 +229,8 @@ class Timers:
 
         setattr(obj, attr, timed)
 
-    def snapshot(self) -> tuple[dict[str, float], dict[str, int]]:
-        return dict(self.secs), dict(self.calls)
+    def snapshot(self) -> tuple[dict[str, float], dict[str, int], Any]:
+        return dict(self.secs), dict(self.calls), self.probe() if self.probe else None
 
 
 class WaveLog:
@@ -400,32 +402,35 @@ def run_steady(example: ModuleType, engine: str, spark: Any, parallelism: int, r
 
 def install_spark_timers(coord: Any) -> Timers:
     """Times the coordinator's and the Spark executor's steps (instance attributes, so from the
-    next wave on). `job_build`: building a wave's RDDs and submitting its job (pickling the spout
-    output, Py4J calls, persist); `job_wait`: the driver waiting for the oldest job in flight
-    (it includes `decode`); the jobs themselves run in the executor's threads."""
-    from squall.engine.spark.executor import SubmittedWave  # noqa: PLC0415
+    next wave on). `job_build`: per wave, building its RDDs and submitting its job (pickling the
+    spout output, Py4J calls, persist); resident, pickling the spout output and handing the wave
+    to a runner thread; `job_wait`: the driver waiting for the oldest wave in flight (per wave,
+    it includes `decode`); the jobs (or the runners) run in the executor's threads. Resident, the
+    snapshots also hold each slot's busy seconds (its tasks' steps and snapshots)."""
+    ex = coord.executor
+    SubmittedWave = sys.modules[type(ex).__module__].SubmittedWave  # noqa: N806 - the executor's own class
 
     t = Timers()
-    ex = coord.executor
+    t.probe = (lambda: dict(ex.busy_secs)) if hasattr(ex, "busy_secs") else None
     t.wrap(coord, "run_wave", "wave")
     t.wrap(coord, "_call_spout", "spout")
     t.wrap(ex, "submit_wave", "job_build")
-    t.wrap(ex, "_output", "decode")
+    if hasattr(ex, "_output"):
+        t.wrap(ex, "_output", "decode")
     t.wrap(coord, "_apply", "apply")
     if coord.ledger is not None:  # no ackers: no ledger
         t.wrap(coord.ledger, "apply", "ledger")
     t.wrap(coord, "_finish", "finish")
     t.wrap(coord, "_rotate_if_due", "rotate")
     # SubmittedWave.result is only called by the wave thread while a case runs; restored at the end.
-    t.restore = SubmittedWave.result
+    t.restore = (SubmittedWave, SubmittedWave.result)
     t.wrap(SubmittedWave, "result", "job_wait")
     return t
 
 
 def restore_job_wait(timers: Timers) -> None:
-    from squall.engine.spark.executor import SubmittedWave  # noqa: PLC0415
-
-    SubmittedWave.result = timers.restore
+    cls, result = timers.restore
+    cls.result = result
 
 
 def _opt_ms(opt: Any) -> float | None:
@@ -441,16 +446,34 @@ def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
     the window's first and last wave ends) and the stages, tasks and executor time of the Spark
     jobs submitted between those two wave ends (from Spark's status store)."""
     waves = last[2] - first[2]
-    s0, c0 = first[6]
-    s1, c1 = last[6]
+    s0, c0, busy0 = first[6]
+    s1, c1, busy1 = last[6]
     n = max(c1["wave"] - c0["wave"], 1)
     per_wave = {k: 1000 * (s1[k] - s0[k]) / n for k in s1}
+    per_wave.setdefault("decode", 0.0)
     per_wave["apply_other"] = per_wave["apply"] - per_wave.get("ledger", 0.0) - per_wave["finish"]
     per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["job_build"] - per_wave["job_wait"] - \
         per_wave["apply"] - per_wave["rotate"]
     bolt_exec = sum(s.exec_secs for s in coord.stats.values() if s.kind == "bolt")
+    out = {
+        "waves": waves,
+        "wave_span_secs": round(last[0] - first[0], 2),
+        "driver_ms_per_wave": {k: round(v, 2) for k, v in sorted(per_wave.items())},
+        "bolt_execute_ms_per_wave_whole_run": round(1000 * bolt_exec / max(coord.waves_done, 1), 2),
+    }
+    if busy1 is not None:  # resident tasks: no job per wave; each slot's busy time instead
+        span = max(last[0] - first[0], 1e-9)
+        busy = {s: busy1[s] - busy0.get(s, 0.0) for s in busy1}
+        out["slots_per_wave"] = {"busy_ms": {str(s): round(1000 * b / max(waves, 1), 2) for s, b in busy.items()},
+                                 "busy_share": {str(s): round(b / span, 3) for s, b in busy.items()}}
+        return out
+    out["spark_per_wave"] = _spark_jobs_per_wave(coord.executor, first, last, waves)
+    return out
 
-    ex = coord.executor
+
+def _spark_jobs_per_wave(ex: Any, first: tuple, last: tuple, waves: int) -> dict[str, Any]:
+    """The stages, tasks and executor time of the per-wave Spark jobs submitted between the two wave
+    ends (from Spark's status store)."""
     store = ex.sc._jsc.sc().statusStore()
     lo, hi = 1000 * first[1], 1000 * last[1]
     agg: Counter = Counter()
@@ -498,17 +521,11 @@ def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
     spark["job_wall_ms"] = sum(walls) / w
     spark["stages_per_job_max"] = max(stages_per_job, default=0)
     spark["jobs_missing"] = agg["jobs_missing"]
-    return {
-        "waves": waves,
-        "wave_span_secs": round(last[0] - first[0], 2),
-        "driver_ms_per_wave": {k: round(v, 2) for k, v in sorted(per_wave.items())},
-        "spark_per_wave": {k: round(v, 2) for k, v in sorted(spark.items())},
-        "bolt_execute_ms_per_wave_whole_run": round(1000 * bolt_exec / max(coord.waves_done, 1), 2),
-    }
+    return {k: round(v, 2) for k, v in sorted(spark.items())}
 
 
 def print_spark_profile(p: dict[str, Any]) -> None:
-    d, s = p["driver_ms_per_wave"], p["spark_per_wave"]
+    d = p["driver_ms_per_wave"]
     wave = d["wave"] or 1e-9
 
     def line(label: str, ms: float, note: str = "") -> None:
@@ -525,6 +542,14 @@ def print_spark_profile(p: dict[str, Any]) -> None:
     line("    _finish (pending pop, latency, spout.ack)", d["finish"])
     line("  timeouts rotation", d["rotate"])
     line("  other", d["other"])
+    if "slots_per_wave" in p:
+        sl = p["slots_per_wave"]
+        for slot, ms in sl["busy_ms"].items():
+            say(f"  slot {slot}: its tasks' steps and snapshots {ms:9.1f} ms a wave, busy "
+                f"{100 * sl['busy_share'][slot]:5.1f}% of the time")
+        say(f"  bolt execute() {p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run)")
+        return
+    s = p["spark_per_wave"]
     say(f"  Spark per wave: {s.get('jobs', 0):.2f} jobs, {s.get('stages_run', 0):.2f} stages run "
         f"(+{s.get('stages_skipped', 0):.1f} skipped; at most {s.get('stages_per_job_max')} stages in a job), "
         f"{s.get('tasks', 0):.1f} tasks")
@@ -772,17 +797,18 @@ def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: 
 
 
 def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[str, Any]:
-    """Median times: SparkExecutor.run_wave for a wave of one sentence and for one with no input;
-    Coordinator.run_wave when the spout emits nothing (it does not start a job then)."""
+    """Median times: the Spark engine's run_wave (its tasks resident or per wave, as the run's) for
+    a wave of one sentence and for one with no input (per wave: its job's collect alone too);
+    Coordinator.run_wave when the spout emits nothing (it runs no wave then)."""
     from squall.engine.clock import RealClock  # noqa: PLC0415
+    from squall.engine.cluster import make_executor  # noqa: PLC0415
     from squall.engine.coordinator import Coordinator  # noqa: PLC0415
-    from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415
 
     say(f"bench: wave overhead ({OVERHEAD_WARMUP_WAVES} + {OVERHEAD_WAVES} waves each) ...")
-    conf = Config(example.CONF)
+    conf = effective_conf(example.CONF)
     conf[Config.SQUALL_WAVE_MAX_TUPLES] = 1  # one sentence per wave
     conf[Config.SQUALL_WAVES_IN_FLIGHT] = 1  # a wave alone: its latency, not the pipeline's rate
-    ex = SparkExecutor(example.build_topology(parallelism), dict(conf), spark=session)
+    ex = make_executor("spark", example.build_topology(parallelism), conf, session)
     coord = Coordinator("overhead-one", example.build_topology(parallelism), conf, ex, RealClock())
     one: list[float] = []
     coord_one: list[float] = []
@@ -796,7 +822,7 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
         finally:
             one.append(time.perf_counter() - t)
 
-    orig_collect = ex._collect
+    orig_collect = getattr(ex, "_collect", None)
 
     def timed_collect(*args: Any) -> Any:
         t = time.perf_counter()
@@ -815,18 +841,20 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
         ex.run_wave = orig
         empty: list[float] = []
         wave = coord.wave
-        ex._collect = timed_collect
+        if orig_collect is not None:
+            ex._collect = timed_collect
         for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
             wave += 1
             t = time.perf_counter()
             ex.run_wave([], wave)
             empty.append(time.perf_counter() - t)
     finally:
-        ex._collect = orig_collect
+        if orig_collect is not None:
+            ex._collect = orig_collect
         coord.close()
 
-    conf0 = Config(example.CONF)
-    ex0 = SparkExecutor(example.build_topology(parallelism, limit=0), dict(conf0), spark=session)
+    conf0 = effective_conf(example.CONF)
+    ex0 = make_executor("spark", example.build_topology(parallelism, limit=0), conf0, session)
     coord0 = Coordinator("overhead-none", example.build_topology(parallelism, limit=0), conf0, ex0, RealClock())
     coord0.start()
     idle: list[float] = []
@@ -845,10 +873,10 @@ def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[s
         "one_sentence_executor_ms": med(one),
         "one_sentence_coordinator_ms": med(coord_one),
         "no_input_executor_ms": med(empty),
-        "no_input_collect_ms": med(collects),
+        "no_input_collect_ms": med(collects) if collects else None,
         "no_spout_output_coordinator_ms": 1000 * statistics.median(idle),
     }
-    say("bench:   " + ", ".join(f"{k} {v:.2f}" for k, v in out.items()))
+    say("bench:   " + ", ".join(f"{k} {v:.2f}" for k, v in out.items() if v is not None))
     return out
 
 
@@ -897,6 +925,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="(acked, no ackers) pairs run back to back, who goes first alternating; acking_cost_ratio "
                         "is the median of their ratios (default 3: the first two cases and 2 more pairs)")
     p.add_argument("--pair-seconds", type=float, default=8.0, help="measured seconds of each case of the extra pairs")
+    p.add_argument("--tasks", choices=("resident", "per-wave"), default="resident",
+                   help="spark: squall.spark.tasks for every case (default resident: tasks live in slots; "
+                        "per-wave: a Spark job a wave)")
     p.add_argument("--no-compare", action="store_true", help="spark: skip Bytewax, plain PySpark, wave overhead")
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
     p.add_argument("--profile-spark", action="store_true",
@@ -998,6 +1029,7 @@ def squall_fields(args: argparse.Namespace, acking: dict[str, Any], no_acking: d
     return {
         "engine": args.engine,
         "spark_master": args.spark if args.engine == "spark" else None,
+        "spark_tasks": args.tasks if args.engine == "spark" else None,
         "bolt_tuples_per_sec_acking": round(a),
         "bolt_tuples_per_sec_no_acking": round(n),
         "acking_cost_ratio": _ratio(n, a),
@@ -1094,6 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
     json_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
 
+    Config.DEFAULTS[Config.SQUALL_SPARK_TASKS] = args.tasks  # every case, the counts check and the overhead
     example = load_example()
     if args.spout == "corpus":
         use_corpus(example, args.corpus_sentences, args.vocabulary)
