@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -56,6 +57,7 @@ class Slot:
         self.lock = threading.RLock()
         self.back = threading.Condition(self.lock)  # notified when a process attaches
         self.conn: Any = None
+        self._out: queue.SimpleQueue | None = None  # what the current process's writer thread sends, in order
         self.incarnation = 0  # processes attached so far
         self.pid: int | None = None
         self.host: str | None = None
@@ -87,19 +89,29 @@ class Slot:
         return req.future
 
     def _send(self, req: Request) -> None:
-        try:
-            wire.send(self.conn, (req.message[0], req.rid, *req.message[1:]))
-        except OSError:  # the process died: its reader sees it and the request waits for the next
-            pass
+        """Queue a request for the writer thread (under the lock): a send that blocks on a full socket
+        must not hold the lock the reader needs, or the two processes wait on each other's reads."""
+        self._out.put(req)
+
+    @staticmethod
+    def _write(conn: Any, out: queue.SimpleQueue) -> None:
+        while (req := out.get()) is not None:
+            try:
+                wire.send(conn, (req.message[0], req.rid, *req.message[1:]))
+            except OSError:  # the process died: its reader sees it and the request waits for the next
+                return
 
     def attach(self, conn: Any, hello: dict, resyncs: list[Resync]) -> None:
         """A process for this slot connected: the topologies' resyncs go first, then what waits."""
         with self.lock:
             if self.conn is not None:
-                self.conn.close()
+                self._hang_up()
             self.conn = conn
+            self._out = queue.SimpleQueue()
             self.broken = None
             self.incarnation += 1
+            threading.Thread(target=self._write, args=(conn, self._out), daemon=True,
+                             name=f"squall-slot-{self.index}-write").start()
             self.pid, self.host = hello.get("pid"), hello.get("host")
             first = [Request(next(self._ids), m, Future()) for r in resyncs for m in r(self)]
             for req in first:
@@ -142,8 +154,7 @@ class Slot:
         with self.lock:
             if incarnation != self.incarnation or self.conn is None:
                 return
-            self.conn.close()
-            self.conn = None
+            self._hang_up()
             if self.stopping:
                 return
             self.deaths += 1
@@ -180,12 +191,17 @@ class Slot:
         with self.lock:
             return self.back.wait_for(lambda: self.incarnation > incarnation and self.conn is not None, timeout)
 
+    def _hang_up(self) -> None:
+        """Close the current connection and end its writer (under the lock)."""
+        self._out.put(None)
+        self.conn.close()
+        self.conn, self._out = None, None
+
     def close(self) -> None:
         with self.lock:
-            conn, self.conn = self.conn, None
             self.incarnation += 1  # its reader stops without calling it lost
-        if conn is not None:
-            conn.close()
+            if self.conn is not None:
+                self._hang_up()
 
 
 def _later(group: tuple[str, int] | None, than: tuple[str, int]) -> bool:
