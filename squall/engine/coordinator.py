@@ -86,7 +86,8 @@ class Coordinator:
                                   self._run_job, self._next_wave, self.wave_time)
         self.sizer = None if fixed else WaveSizer(
             executor.default_wave_tuples, WAVE_TUPLES_CAP,
-            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4), self.in_flight.depth)
+            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4), self.in_flight.depth,
+            getattr(executor, "min_wave_secs", 0.0))
         self.lock = threading.RLock()
         self.closed = False
 

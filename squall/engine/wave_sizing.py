@@ -25,6 +25,9 @@ The share is a tenth, not a fifth: with the probes seen right, a fifth settled w
 Spark at 16K-37K sentences a wave, and its throughput still grows past 100K (680K bolt-tuples/s
 at 10K-14K, 0.92M-1.08M at 94K-157K); a light load's waves are not full, so their latency is not
 what this share decides.
+An executor may set a floor on a full wave's time (`min_wave_secs`: the fitted b is reliable
+where a small a is not, so the floor sizes by b alone): resident tasks' small waves cost more
+than their a says (squall.engine.resident.executor).
 The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
 of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
 left out of the fit, so one slow moment does not size waves for long.
@@ -49,8 +52,9 @@ STALE_WAVES = 48
 class WaveSizer:
     """The spout-tuple budget of the next wave."""
 
-    def __init__(self, start: int, cap: int, target_secs: float, group: int = 1):
+    def __init__(self, start: int, cap: int, target_secs: float, group: int = 1, min_secs: float = 0.0):
         self.cap = max(MIN_TUPLES, int(cap))
+        self.min_secs = min(min_secs, target_secs)  # a full wave lasts at least this (the executor's floor)
         self.budget = min(max(MIN_TUPLES, int(start)), self.cap)
         self.target_secs = target_secs
         self.bands: dict[int, list[float]] = {}  # band -> [mean n, mean secs, wave last seen]
@@ -127,6 +131,7 @@ class WaveSizer:
         if b is None or a is None:  # not fitted yet: explore upwards while waves are short
             want = self.budget * GROWTH if secs < self.target_secs / 2 else self.budget
         else:
-            want = min(a * (1 - OVERHEAD_SHARE) / (OVERHEAD_SHARE * b), (self.target_secs - a) / b)
+            want = min(max(a * (1 - OVERHEAD_SHARE) / (OVERHEAD_SHARE * b), self.min_secs / b),
+                       (self.target_secs - a) / b)
             want = self.budget + 0.5 * (want - self.budget)  # half way: one noisy wave moves it little
         return int(min(max(want, MIN_TUPLES), self.cap))

@@ -75,6 +75,17 @@ def test_a_wave_never_outgrows_the_target_time() -> None:
     assert budgets[-1] == pytest.approx((1.0 - 0.25) / 20e-6, rel=0.05)
 
 
+def test_a_wave_lasts_at_least_the_executors_floor() -> None:
+    """With a small fixed cost the fit's share would make waves short (1,350 tuples of 20 us); an
+    executor's `min_secs` (resident tasks') keeps a full wave at least that long, sized by b."""
+    assert run(WaveSizer(2000, 1_000_000, target_secs=10.0), 0.003, 20e-6, 40)[-1] == pytest.approx(ideal(0.003, 20e-6),
+                                                                                               rel=0.05)
+    floored = run(WaveSizer(2000, 1_000_000, target_secs=10.0, min_secs=0.15), 0.003, 20e-6, 40)
+    assert floored[-1] == pytest.approx(0.15 / 20e-6, rel=0.05)
+    assert run(WaveSizer(2000, 1_000_000, target_secs=10.0, min_secs=0.15), 0.25, 20e-6, 40)[-1] == \
+        pytest.approx(ideal(0.25, 20e-6), rel=0.05)  # a longer wave than the floor: the share decides
+
+
 def test_the_cap_and_the_floor_hold() -> None:
     assert run(WaveSizer(20000, 30000, target_secs=10.0), 0.25, 20e-6, 30)[-1] == 30000
     assert run(WaveSizer(2000, 30000, target_secs=10.0), 0.0, 20e-6, 30)[-1] == MIN_TUPLES
