@@ -20,6 +20,7 @@ from tests.support.recovery_topologies import (
     PassOn,
     RecordExecutions,
     ReplayingFeeder,
+    feed_rounds_with_a_poison,
     join_topology,
 )
 
@@ -173,19 +174,9 @@ def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_pat
             Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 1}
     if at_once:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
-    expected = [f"{r}-{i}" for r in range(ROUNDS) for i in range(PER_ROUND)]
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
         cluster.submit_topology("poison", conf, b.create_topology())
-        for rnd in range(ROUNDS):
-            for i in range(PER_ROUND):
-                spout.feed([f"{rnd}-{i}"], f"{rnd}-{i}")
-                if (rnd, i) == (POISON_ROUND, PER_ROUND // 2) and not at_once:
-                    spout.feed(["poison"], "poison")
-            if not at_once:
-                cluster.wait_idle()
-        if at_once:
-            spout._queue.insert(POISON_ROUND * PER_ROUND, (["poison"], "poison"))
-        cluster.wait_idle()
+        expected = feed_rounds_with_a_poison(cluster, spout, ROUNDS, PER_ROUND, POISON_ROUND, at_once)
         coord = cluster.coordinator("poison")
         ex = coord.executor
         overlapped = coord.in_flight.submitted_behind

@@ -23,6 +23,7 @@ from tests.support.recovery_topologies import (
     RecordExecutions,
     ReplayingFeeder,
     Sink,
+    feed_rounds_with_a_poison,
     join_topology,
     marker_lines,
 )
@@ -254,19 +255,9 @@ def test_no_stage_computed_twice_across_a_checkpoint_and_a_bisected_lost_wave(sp
     if at_once:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
     checkpoints_before = checkpointed_rdds(spark_session)
-    expected = [f"{r}-{i}" for r in range(ROUNDS) for i in range(PER_ROUND)]
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
         cluster.submit_topology("count", conf, b.create_topology())
-        for rnd in range(ROUNDS):
-            for i in range(PER_ROUND):
-                spout.feed([f"{rnd}-{i}"], f"{rnd}-{i}")
-                if (rnd, i) == (POISON_ROUND, PER_ROUND // 2) and not at_once:
-                    spout.feed(["poison"], "poison")
-            if not at_once:
-                cluster.wait_idle()
-        if at_once:  # the poison first in its wave
-            spout._queue.insert(POISON_ROUND * PER_ROUND, (["poison"], "poison"))
-        cluster.wait_idle()
+        expected = feed_rounds_with_a_poison(cluster, spout, ROUNDS, PER_ROUND, POISON_ROUND, at_once)
         coord = cluster.coordinator("count")
         overlapped = coord.in_flight.submitted_behind
         jobs_done = coord.executor.waves  # Spark jobs that succeeded (whole waves and bisected parts)

@@ -116,3 +116,22 @@ class RecordExecutions(PassOn):
     def observe(self, value):
         with open(self.path, "a") as f:
             f.write(f"{value}\n")
+
+
+def feed_rounds_with_a_poison(cluster, spout: ReplayingFeeder, rounds: int, per_round: int, poison_round: int,
+                              at_once: bool) -> list[str]:
+    """Feed `rounds` rounds of `per_round` values ("round-i"), and "poison" in round `poison_round`;
+    round by round (each waited for: the poison in the middle of its round), or, `at_once`, all
+    before the first wave (the poison first in its round's wave: with waves of `per_round`, two
+    waves go in flight at once). Returns the values fed, poison left out."""
+    for rnd in range(rounds):
+        for i in range(per_round):
+            spout.feed([f"{rnd}-{i}"], f"{rnd}-{i}")
+            if (rnd, i) == (poison_round, per_round // 2) and not at_once:
+                spout.feed(["poison"], "poison")
+        if not at_once:
+            cluster.wait_idle()
+    if at_once:
+        spout._queue.insert(poison_round * per_round, (["poison"], "poison"))
+    cluster.wait_idle()
+    return [f"{r}-{i}" for r in range(rounds) for i in range(per_round)]
