@@ -48,8 +48,9 @@ class ResidentExecutor:
     # a + b n fit sees a resident wave's fixed cost as ~3 ms, but a small wave pays more (each
     # task's per-batch work, the driver's turn on cores the slots share): word count ran 0.94M
     # bolt-tuples/s at 3,000-sentence waves, 1.13M at 10,000 and 1.34M at 25,000, where a fixed cost
-    # of a tenth put waves at ~3,000.
-    min_wave_secs = 0.15
+    # of a tenth put waves at ~3,000. 0.15 s settled the acked case at ~14,500 sentences (0.85-0.91M),
+    # 0.3 s at max pending's 25,000 (1.02-1.09M); under a full load max pending bounds latency anyway.
+    min_wave_secs = 0.3
 
     def __init__(self, topology: StormTopology, conf: dict, pool: SlotPool, capture: bool = False,
                  ui_url: str | None = None, engine: str = "resident"):
