@@ -32,11 +32,10 @@ from squall.engine.sealing import dumps
 from squall.engine.spark import worker
 from squall.engine.spark.checkpoints import Checkpoints, checkpoint_kind
 from squall.engine.spark.fixed_files import FixedFiles
-from squall.engine.spark.host_local import check_cluster_resources
 from squall.engine.spark.jvm import BroadcastRef, JvmHandles
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.records import Acks, Fails, Forward, Inputs, Report, Settles
-from squall.engine.spark.session import get_or_create_session
+from squall.engine.spark.session import topology_session, ui_url
 from squall.engine.spark.spout_input import MAX_HELD_BYTES, SpoutInputs
 from squall.engine.spark.state_chain import StateChain
 from squall.engine.wave import WaveLost, WaveOutput
@@ -58,15 +57,8 @@ class SparkExecutor:
     def __init__(self, topology: StormTopology, conf: dict, spark: Any = None, capture: bool = False):
         from pyspark import cloudpickle  # noqa: PLC0415
 
-        if spark is None or isinstance(spark, str):
-            self.spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
-                                               log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
-        else:
-            self.spark = spark
+        self.spark = topology_session(spark, conf, topology)
         self.sc = self.spark.sparkContext
-        # Bolts only: spouts (and Trident's batch metadata they keep) run on the driver, one host.
-        check_cluster_resources(self.sc.master, conf,
-                                {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
         checkpoints = checkpoint_kind(conf, self.sc.master)
         if conf.get(Config.SQUALL_CHECKPOINT_DIR):
             self.sc.setCheckpointDir(str(conf[Config.SQUALL_CHECKPOINT_DIR]))
@@ -102,10 +94,7 @@ class SparkExecutor:
         self._state_bytes: dict[tuple[int, int], int] = {}
         self._chain = StateChain()  # each task's step starts from the State its last one left
         self.waves = 0
-        try:
-            self.ui_url = self.sc.uiWebUrl
-        except Exception:  # noqa: BLE001
-            self.ui_url = None
+        self.ui_url = ui_url(self.sc)
 
     @property
     def partitions(self) -> int:

@@ -11,7 +11,8 @@ import sys
 import tempfile
 from typing import Any
 
-from squall.engine.spark.host_local import is_local_master, tasks_in_driver_jvm
+from squall.api.config import Config
+from squall.engine.spark.host_local import check_cluster_resources, is_local_master, tasks_in_driver_jvm
 from squall.engine.spark.logs import (
     CONSOLE_LEVEL,
     FILE_LEVEL,
@@ -112,6 +113,27 @@ def get_or_create_session(master: str | None = None, app_name: str = "squall", u
         # set at submit (squall.engine.spark.host_local refuses a cluster submit without it).
         sc.setCheckpointDir(temp_checkpoint_dir())
     return spark
+
+
+def topology_session(spark: Any, conf: dict, topology: Any) -> Any:
+    """The session a topology's bolts run in, for either way of running them: squall's own when
+    `spark` is None or a master URL (the topology's UI and log level settings), else `spark`. Bolts
+    that hold host-local resources are refused on a cluster; spouts (and Trident's batch metadata
+    they keep) run on the driver, one host."""
+    if spark is None or isinstance(spark, str):
+        spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
+                                      log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
+    check_cluster_resources(spark.sparkContext.master, conf,
+                            {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
+    return spark
+
+
+def ui_url(sc: Any) -> str | None:
+    """The Spark UI's address, or None (no UI, or a context that cannot say)."""
+    try:
+        return sc.uiWebUrl
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def temp_checkpoint_dir() -> str:

@@ -27,9 +27,9 @@ from squall.api.config import Config
 from squall.engine.resident import wire
 from squall.engine.resident.executor import ResidentExecutor
 from squall.engine.resident.pool import Connected, SlotPool
-from squall.engine.spark.host_local import check_cluster_resources, is_local_master
+from squall.engine.spark.host_local import is_local_master
 from squall.engine.spark.logs import spark_log_note
-from squall.engine.spark.session import get_or_create_session
+from squall.engine.spark.session import topology_session, ui_url
 
 log = logging.getLogger("squall")
 
@@ -188,16 +188,7 @@ def pool_for(sc: Any, conf: dict) -> SlotPool:
 
 
 def resident_executor(topology: Any, conf: dict, spark: Any = None, capture: bool = False) -> ResidentExecutor:
-    """The Spark engine with resident tasks: the session (squall's own when `spark` is None or a
-    master URL), the same refusals of host-local resources on a cluster as per-wave, and the
-    context's slot pool."""
-    if spark is None or isinstance(spark, str):
-        spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
-                                      log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
-    sc = spark.sparkContext
-    check_cluster_resources(sc.master, conf, {c: s.obj for c, s in topology.specs.items() if not s.is_spout})
-    try:
-        ui_url = sc.uiWebUrl
-    except Exception:  # noqa: BLE001
-        ui_url = None
-    return ResidentExecutor(topology, conf, pool_for(sc, conf), capture, ui_url, engine="spark")
+    """The Spark engine with resident tasks: the session and refusals per-wave has too
+    (`topology_session`), and the context's slot pool."""
+    sc = topology_session(spark, conf, topology).sparkContext
+    return ResidentExecutor(topology, conf, pool_for(sc, conf), capture, ui_url(sc), engine="spark")
