@@ -38,7 +38,7 @@ def test_kafka_bolt_acks_its_input_once_the_broker_has_the_record(kafka_admin, c
         cluster.submit_topology("bolt", Config(), _bolt_topology(spout, bolt))
         wait_until(lambda: rec.n_acked() >= n, 60, lambda: f"acked {rec.n_acked()}/{n}, {rec.counters()}")
         cluster.kill_topology("bolt")
-    got = {m.value().decode(): m.key().decode() for m in kafka_admin.client.read(dst, 3)}
+    got = {m.value().decode(): m.key().decode() for m in kafka_admin.client.read(dst, 3, expect=n)}
     assert got == {f"v{i}": f"k{i}" for i in range(n)}
     assert kafka_admin.left(src) == 0
 

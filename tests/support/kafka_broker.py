@@ -144,8 +144,12 @@ class KafkaClient:
         committed = self.committed(topic, group, partitions)
         return sum(self.ends.get((topic, p), 0) - committed[p] for p in range(partitions))
 
-    def read(self, topic: str, partitions: int = 1, idle_secs: float = 2.0) -> list[Any]:
-        """Every record of `topic` (read from the beginning until nothing came for idle_secs)."""
+    def read(self, topic: str, partitions: int = 1, idle_secs: float = 2.0, expect: int = 0,
+             limit_secs: float = 60.0) -> list[Any]:
+        """Every record of `topic`: read from the beginning until at least `expect` came (or
+        `limit_secs` passed), then until nothing came for idle_secs. A partition's first fetch can
+        lag the others by more than idle_secs on a busy machine (a read of 500 records over 3
+        partitions once stopped at 415), so a caller that knows the count gives it."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": unique("reader"),
@@ -153,8 +157,9 @@ class KafkaClient:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: list[Any] = []
         last = time.monotonic()
+        limit = last + limit_secs
         try:
-            while time.monotonic() - last < idle_secs:
+            while len(out) < expect and time.monotonic() < limit or time.monotonic() - last < idle_secs:
                 for m in c.consume(500, 0.2):
                     if m.error() is None:
                         out.append(m)
