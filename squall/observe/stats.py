@@ -7,32 +7,52 @@ from typing import Any
 
 import numpy as np
 
+_LAT_FLOOR = 1e-6  # seconds: the first bucket's lower edge
+_LAT_RATIO = 1.02  # each bucket 2% wider than the one before: a percentile is read within 1%
+_LAT_BINS = 1100  # 1 us .. ~3 days
+_LOG_RATIO = float(np.log(_LAT_RATIO))
+
+
+def latency_counts(secs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Latencies (seconds) as (bucket, count) pairs: what a slot sends instead of the latencies."""
+    secs = np.asarray(secs, np.float64)
+    if not len(secs):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    b = np.log(np.maximum(secs, _LAT_FLOOR) / _LAT_FLOOR) / _LOG_RATIO
+    return np.unique(np.minimum(b.astype(np.int64), _LAT_BINS - 1), return_counts=True)
+
 
 class LatencyWindow:
-    """The most recent latencies (seconds) in a ring buffer, for percentiles without a sort of everything."""
+    """Recent latencies as a histogram of 2%-wide log buckets: percentiles within 1%, and
+    mergeable (a slot sends its buckets of a wave, `add_counts`, not every tree's latency). Two
+    generations of `size` samples each: the percentiles cover the most recent size .. 2 x size."""
 
     def __init__(self, size: int = 65536):
-        self._buf = np.zeros(size, np.float64)
-        self._n = 0  # total ever added
+        self.size = size
+        self._cur = np.zeros(_LAT_BINS, np.int64)
+        self._old = np.zeros(_LAT_BINS, np.int64)
+        self._n_cur = 0
 
     def add(self, values: np.ndarray) -> None:
-        values = np.asarray(values, np.float64)[-len(self._buf):]
-        size = len(self._buf)
-        start = self._n % size
-        end = start + len(values)
-        if end <= size:
-            self._buf[start:end] = values
-        else:
-            cut = size - start
-            self._buf[start:] = values[:cut]
-            self._buf[: end - size] = values[cut:]
-        self._n += len(values)
+        self.add_counts(*latency_counts(values))
+
+    def add_counts(self, bins: np.ndarray, counts: np.ndarray) -> None:
+        if not len(bins):
+            return
+        np.add.at(self._cur, np.asarray(bins, np.int64), np.asarray(counts, np.int64))
+        self._n_cur += int(np.sum(counts))
+        if self._n_cur >= self.size:
+            self._old, self._cur, self._n_cur = self._cur, np.zeros(_LAT_BINS, np.int64), 0
 
     def percentile(self, q: float) -> float | None:
-        n = min(self._n, len(self._buf))
+        h = self._cur + self._old
+        cum = np.cumsum(h)
+        n = int(cum[-1])
         if n == 0:
             return None
-        return float(np.percentile(self._buf[:n], q))
+        k = int(np.searchsorted(cum, q / 100.0 * n, side="left"))
+        k = min(k, _LAT_BINS - 1)
+        return _LAT_FLOOR * _LAT_RATIO ** (k + 0.5)  # the bucket's geometric middle
 
 
 @dataclass

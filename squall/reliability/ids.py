@@ -2,9 +2,10 @@
 
 Edge ids are a pure function of (anchor key, executing-input key, ordinal, target task), so a
 task that Spark runs again produces exactly the same ids and cannot unbalance a tree. Root ids
-are consecutive from a seeded start: unique without coordination (one driver hands them out),
-spread evenly over ackers by `root mod ackers`, and dense per acker, which lets the ledger
-index pending trees by arithmetic instead of hashing.
+carry their spout task in the top bits over a counter from a seeded start: unique without
+coordination (each spout task hands out its own, wherever it runs), spread evenly over ackers by
+`root mod ackers`, and dense per spout task and acker, which lets the ledger index pending trees
+by arithmetic instead of hashing.
 """
 
 from __future__ import annotations
@@ -124,16 +125,29 @@ def edge_id_int(anchor_key: int, exec_key: int, ordinal: int, target: int) -> in
     return e or 1
 
 
-class RootIdGenerator:
-    """Consecutive root ids from a seeded 62-bit start (random when no seed is given)."""
+ROOT_TASK_SHIFT = 48  # a root's top bits name the spout task that owns it
+_SEQ_START_BITS = 46  # the counter starts below 2**46, leaving 2**46 ids of head room per task
 
-    def __init__(self, seed: int | None = None):
+
+def root_owner(roots: np.ndarray) -> np.ndarray:
+    """The spout task of each root (its top bits): an acker sends a verdict there with no lookup."""
+    return (_u64(roots) >> np.uint64(ROOT_TASK_SHIFT)).astype(np.int64)
+
+
+class RootIdGenerator:
+    """One spout task's root ids: the task's id in the top bits over a counter from a seeded start
+    (random when no seed is given). Unique across spout tasks without coordination, wherever each
+    runs, and consecutive per task, so an acker's ledger indexes one task's trees by arithmetic."""
+
+    def __init__(self, seed: int | None = None, task: int = 0):
         if seed is None:
             start = int.from_bytes(os.urandom(8), "little")
         else:
-            start = mix64_int(int(seed) + 0x5A17)
-        # Leave 2**60 ids of head room so the counter never wraps.
-        self._next = (start & ((1 << 62) - 1)) + 1
+            start = mix64_int(int(seed) + 0x5A17 + int(task) * 0x9E3779B97F4A7C15)
+        if not 0 <= task < 1 << (63 - ROOT_TASK_SHIFT):
+            raise ValueError(f"a spout task id must be below {1 << (63 - ROOT_TASK_SHIFT)}, got {task}")
+        self.task = task
+        self._next = (int(task) << ROOT_TASK_SHIFT) | ((start & ((1 << _SEQ_START_BITS) - 1)) + 1)
 
     def take(self, n: int) -> np.ndarray:
         first = self._next

@@ -2,11 +2,12 @@
 
 Storm's acker keeps, per pending root, the XOR of the edge ids still outstanding; the tree is
 complete when it returns to 0. Here each acker partition owns the roots with
-`root % ackers == phase`. Root ids are consecutive (see ids.py), so in a partition
-`root // ackers` is dense: the ledger keeps a window of slots indexed by that number, and a slot
-holding 0 is free (a pending tree's value is never 0: reaching 0 means complete). Trees that
-stay pending far behind the window (held for a join, say) are moved to a small sorted side
-store, so one straggler cannot make the window, and the memory, grow without bound.
+`root % ackers == phase`. A spout task's root ids are consecutive (see ids.py), so in a
+partition `root // ackers` is dense per spout task: the ledger keeps, per spout task, a window
+of slots indexed by that number, and a slot holding 0 is free (a pending tree's value is never
+0: reaching 0 means complete). Trees that stay pending far behind the window (held for a join,
+say) are moved to a small sorted side store, so one straggler cannot make the window, and the
+memory, grow without bound.
 
 Each slot also keeps the timeout generation of its tree's last progress (one byte): any message
 for a root, including the zero XOR that `reset_timeout` sends, counts as progress. A rotation
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from squall.reliability.ids import ROOT_TASK_SHIFT
 from squall.reliability.xor import xor_at
 
 _U64 = np.uint64
@@ -50,8 +52,8 @@ class Verdicts:
         self.failed = np.concatenate([self.failed, other.failed]) if len(other.failed) else self.failed
 
 
-class AckerLedger:
-    """One acker partition's pending trees."""
+class _Window:
+    """One spout task's pending trees in one acker partition (its root ids are consecutive)."""
 
     def __init__(self, stride: int = 1, phase: int = 0):
         self.stride = _U64(stride)
@@ -280,6 +282,76 @@ class AckerLedger:
             self._vals[keep:n] = 0
             self._base += first
             self._n = keep
+
+
+class AckerLedger:
+    """One acker partition's pending trees: a window per spout task, since each task's root ids
+    are consecutive (its id in the top bits over a counter: squall.reliability.ids)."""
+
+    def __init__(self, stride: int = 1, phase: int = 0):
+        self.stride, self.phase = stride, phase
+        self.windows: dict[int, _Window] = {}
+        self.gen = 0  # current timeout generation (mod 256), shared by the windows
+
+    def __len__(self) -> int:
+        return sum(w.live for w in self.windows.values())
+
+    @property
+    def live(self) -> int:
+        return len(self)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(w.nbytes for w in self.windows.values())
+
+    def _window(self, owner: int) -> _Window:
+        w = self.windows.get(owner)
+        if w is None:
+            w = self.windows[owner] = _Window(self.stride, self.phase)
+            w.gen = self.gen
+        return w
+
+    def apply(self, init_roots: np.ndarray, init_vals: np.ndarray, roots: np.ndarray, vals: np.ndarray,
+              fail_roots: np.ndarray = _EMPTY) -> Verdicts:
+        """Start trees (`init_*`), fail `fail_roots`, then fold ack messages (root, xor); see `_Window.apply`."""
+        owners = _owners(init_roots, roots, fail_roots)
+        if len(owners) == 1:
+            return self._window(int(owners[0])).apply(init_roots, init_vals, roots, vals, fail_roots)
+        out = Verdicts()
+        io, ao, fo = _owner_of(init_roots), _owner_of(roots), _owner_of(fail_roots)
+        for owner in owners.tolist():
+            i, a, f = io == owner, ao == owner, fo == owner
+            out.extend(self._window(owner).apply(init_roots[i], init_vals[i], roots[a], vals[a], fail_roots[f]))
+        return out
+
+    def forget(self, roots: np.ndarray) -> np.ndarray:
+        """Drop pending roots (timed out elsewhere); returns those that were pending."""
+        if not len(roots):
+            return _EMPTY
+        owner = _owner_of(roots)
+        got = [w.forget(roots[owner == o]) for o, w in self.windows.items()]
+        return np.concatenate(got) if got else _EMPTY
+
+    def rotate(self) -> np.ndarray:
+        """Advance the timeout generation; return the roots that expired (and drop them)."""
+        self.gen = (self.gen + 1) % 256
+        expired = [w.rotate() for w in self.windows.values()]
+        return np.concatenate(expired) if expired else _EMPTY
+
+
+def _owner_of(roots: np.ndarray) -> np.ndarray:
+    return roots >> _U64(ROOT_TASK_SHIFT) if len(roots) else roots
+
+
+def _owners(*arrays: np.ndarray) -> np.ndarray:
+    """The distinct spout tasks of the roots of `arrays` (one or none, nearly always: one check)."""
+    firsts = [a[0] >> _U64(ROOT_TASK_SHIFT) for a in arrays if len(a)]
+    if not firsts:
+        return np.zeros(1, _U64)
+    one = firsts[0]
+    if all((a >> _U64(ROOT_TASK_SHIFT) == one).all() for a in arrays if len(a)):
+        return np.array([one], _U64)
+    return _unique(np.concatenate([_owner_of(a) for a in arrays if len(a)]))
 
 
 class XorLedger:
