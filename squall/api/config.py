@@ -32,23 +32,15 @@ class Config(dict):
     SQUALL_MALLOC_TUNE = "squall.malloc.tune"  # glibc's mmap and trim thresholds (engine/malloc_tuning.py)
     SQUALL_SPARK_UI = "squall.spark.ui"
     SQUALL_SPARK_LOG_LEVEL = "squall.spark.log.level"
-    # Spark's checkpoint directory (default: a temp dir, only on local[...] masters; on a cluster
-    # it must be shared: hdfs://, s3a://, or under squall.shared.paths)
+    # Where the Spark engine's slots write their snapshots (docs/design.md): a directory every host
+    # sees (on a local[...] master a temp dir by default; on a cluster a shared mount, named in
+    # squall.shared.paths)
     SQUALL_CHECKPOINT_DIR = "squall.checkpoint.dir"
-    # How the Spark engine cuts its lineage every 25 waves: "local" (the cached blocks are the
-    # checkpoint), "reliable" (files in the checkpoint directory) or "auto": local when every task
-    # runs in the driver's JVM (local[...]), reliable on a cluster (engine/spark/checkpoints.py)
-    SQUALL_SPARK_CHECKPOINT = "squall.spark.checkpoint"
     SQUALL_SHARED_PATHS = "squall.shared.paths"  # mount points every cluster host sees (list or "a,b")
-    # How the Spark engine runs bolt tasks: "resident" (each task lives in a slot, a long-running
-    # Spark task, for the whole run: squall.engine.resident) or "per-wave" (one Spark job a wave,
-    # the task's instance carried in cached partitions: squall.engine.spark.executor)
-    SQUALL_SPARK_TASKS = "squall.spark.tasks"
-    SQUALL_SPARK_SLOTS = "squall.spark.slots"  # resident slots (cores they hold); None: Spark's default parallelism
-    # Resident tasks: waves between snapshots of every task's state (and the bytes of inputs logged
-    # since the last one that bring the next sooner), from which a task whose slot died is rebuilt
-    SQUALL_RESIDENT_SNAPSHOT_WAVES = "squall.resident.snapshot.waves"
-    SQUALL_RESIDENT_SNAPSHOT_BYTES = "squall.resident.snapshot.bytes"
+    SQUALL_SPARK_SLOTS = "squall.spark.slots"  # slots (cores they hold); None: Spark's default parallelism
+    # Waves between snapshots at most (they come sooner when the work since the last one outweighs
+    # twenty times what one costs, or while acks wait for one)
+    SQUALL_SNAPSHOT_WAVES = "squall.snapshot.waves"
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,
@@ -86,11 +78,8 @@ class Config(dict):
         # Spark's own logs (Java traces of failed tasks): None sends them to a file whose path the
         # lost-wave warning gives; a log4j level ("WARN", "INFO", ...) shows them on the console.
         SQUALL_SPARK_LOG_LEVEL: None,
-        SQUALL_SPARK_CHECKPOINT: "auto",
-        SQUALL_SPARK_TASKS: "resident",
         SQUALL_SPARK_SLOTS: None,
-        SQUALL_RESIDENT_SNAPSHOT_WAVES: 25,
-        SQUALL_RESIDENT_SNAPSHOT_BYTES: 256 << 20,
+        SQUALL_SNAPSHOT_WAVES: 25,
     }
 
     def set_debug(self, on: bool) -> None:

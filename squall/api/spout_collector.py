@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from squall.api.rebinding import current_collector
 from squall.api.streams import StreamOut, checked_emit
 from squall.reliability.roots import SharedRoot
 
@@ -39,6 +40,11 @@ class SpoutOutputCollector:
         self._lean_keys: list[int] = []
         self._lean_vals: list[list] = [[] for _ in self._buckets]
         self._lean_mids: list = []
+
+    def __reduce__(self) -> tuple:
+        # A spout instance carried in a snapshot keeps its collector as "the collector of the
+        # task being restored" (squall.api.rebinding), not as a copy of this one.
+        return (current_collector, ())
 
     @property
     def recorded_count(self) -> int:

@@ -181,14 +181,15 @@ class StormTopology:
             for sub in self.specs[cid].inputs:
                 self.subscribers.setdefault((sub.source, sub.stream), []).append((cid, sub.grouping))
 
-    def without_spout_instances(self) -> StormTopology:
-        """The topology as executors need it: routing and bolts, no spout instances (they stay on
-        the driver and may hold things that cannot be pickled, like locks or connections)."""
+    def without_spout_instances(self, components: set[str] | None = None) -> StormTopology:
+        """The topology as executors need it: routing and bolts, without the instances of the
+        spouts in `components` (all of them when None): they stay on the driver and may hold
+        things that cannot be pickled, like locks or connections."""
         t = object.__new__(StormTopology)
         t.__dict__.update(self.__dict__)
         t.specs = {}
         for cid, spec in self.specs.items():
-            if spec.is_spout:
+            if spec.is_spout and (components is None or cid in components):
                 spec = type(spec)(spec.id, None, spec.parallelism, True, list(spec.inputs), dict(spec.conf),
                                   dict(spec.streams))
             t.specs[cid] = spec

@@ -126,9 +126,6 @@ class BoltTask(TaskBase):
         if self._fixed is None or watch is None or not watch.same_objects(fixed):
             self._fixed, self._watch = fixed_parts.made(self._fixed_key(), fixed, wave, dumps, self._check_every > 0,
                                                         watch)
-        directory = self.conf.get(fixed_parts.FIXED_DIR)
-        if directory:
-            self._fixed = fixed_parts.spill(self._fixed, directory, wave)
         return blob, self._fixed
 
     @classmethod
@@ -139,8 +136,7 @@ class BoltTask(TaskBase):
             (task.bolt, task.prepared, counters, task._late_errors, task.context.metrics,
              (task._fixed_off, task._fixed_told)) = loads(blob)
             if fixed is not None:
-                task._watch = fixed_parts.received(task._fixed_key(), fixed, wave, loads, task._check_every > 0,
-                                                   conf.get(fixed_parts.FIXED_DIR))
+                task._watch = fixed_parts.received(task._fixed_key(), fixed, wave, loads, task._check_every > 0)
                 task._fixed = fixed
                 user_instance(task.bolt).__dict__.update(task._watch.objects)
         for c, i in zip(task._counters(), counters):

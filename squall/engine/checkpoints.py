@@ -16,7 +16,6 @@ Committing sooner than the interval changes nothing of what is guaranteed; it co
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from squall.api.checkpoint import (
     CHECKPOINT_COMPONENT_ID,
@@ -50,18 +49,20 @@ class CheckpointSchedule(TickSchedule):
             self.last_wave = wave
         return out
 
-    def held_up(self, pending: int, running: Iterable[Any], max_pending: int | None, spout_tasks: int) -> bool:
-        """Whether to checkpoint early: the trees pending beyond the waves still `running`
-        (BuiltWaves; mostly inputs held for a commit) fill a quarter of max pending over all
-        spout tasks, and no checkpoint wave is still running (its commit is about to free them)."""
+    def held_up(self, pending: int, running: Iterable[tuple[int, int]], max_pending: int | None,
+                spout_tasks: int) -> bool:
+        """Whether to checkpoint early: the trees pending beyond the waves still `running` ((wave,
+        trees it started) each; the rest are mostly inputs held for a commit) fill a quarter of max
+        pending over all spout tasks, and no checkpoint wave is still running (its commit is about
+        to free them)."""
         room = int(max_pending or 0) * spout_tasks
         if not self.entries or room <= 0:
             return False
         held = pending
-        for w in running:
-            if w.wave == self.last_wave:
+        for wave, trees in running:
+            if wave == self.last_wave:
                 return False
-            held -= len(w.init_roots)
+            held -= trees
         return held * 4 >= room
 
     def _secs(self, component: str, conf: dict) -> float | None:

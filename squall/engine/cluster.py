@@ -21,20 +21,16 @@ ENGINES = ("spark", "local")
 IDLE_SLEEP_MAX = 0.005
 
 
-def make_executor(engine: str, topology: StormTopology, conf: dict, spark: Any = None, capture: bool = False):
+def make_coordinator(engine: str, name: str, topology: StormTopology, conf: dict, clock: Any, spark: Any = None,
+                     capture: bool = False) -> Any:
+    """The driver of a topology on `engine`: the local engine's coordinator (every task in this
+    process), or the Spark engine's (every task in a slot on the executors)."""
     if engine == "local":
-        return LocalExecutor(topology, conf, capture)
+        return Coordinator(name, topology, conf, LocalExecutor(topology, conf, capture), clock, capture=capture)
     if engine == "spark":
-        tasks = conf.get(Config.SQUALL_SPARK_TASKS, "resident")
-        if tasks == "per-wave":
-            from squall.engine.spark.executor import SparkExecutor  # noqa: PLC0415 - pyspark is heavy
+        from squall.engine.spark.slots import cluster_driver  # noqa: PLC0415 - pyspark is heavy
 
-            return SparkExecutor(topology, conf, spark=spark, capture=capture)
-        if tasks == "resident":
-            from squall.engine.spark.slots import resident_executor  # noqa: PLC0415
-
-            return resident_executor(topology, conf, spark, capture)
-        raise ValueError(f"{Config.SQUALL_SPARK_TASKS} must be 'resident' or 'per-wave', got {tasks!r}")
+        return cluster_driver(name, topology, conf, clock, spark, capture)
     raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
 
 
@@ -135,8 +131,7 @@ class LocalCluster:
             if check is not None:
                 check(self.engine, conf)
         check_components_copy(topology, self.engine)  # a lock made in __init__ is refused here, by name
-        executor = make_executor(self.engine, topology, conf, self.spark, self.capture)
-        coord = Coordinator(name, topology, conf, executor, self.clock, capture=self.capture)
+        coord = make_coordinator(self.engine, name, topology, conf, self.clock, self.spark, self.capture)
         coord.start()
         run = _Running(coord)
         self._topologies[name] = run

@@ -1,95 +1,76 @@
-"""The wave coordinator: the driver's loop. Each wave it asks every spout task for tuples,
-runs them through the topology on an executor, folds the ack messages into the XOR ledger,
-and calls `ack`/`fail` on the spouts. Timeouts rotate here, on the coordinator's clock.
+"""The local engine's wave coordinator: the driver's loop, with every task in this process. Each
+wave it asks every spout task for tuples, runs them through the topology on an executor, folds
+the ack messages into the XOR ledger, and calls `ack`/`fail` on the spouts. Timeouts rotate
+here, on the coordinator's clock. (The Spark engine's driver is squall.engine.resident.driver:
+there the spouts, bolts and ackers run in slots.)
 """
 
 from __future__ import annotations
 
 import copy
-import logging
-import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from squall.api.config import Config, component_conf, effective_conf
+from squall.api.config import Config, component_conf
 from squall.api.topology import StormTopology
-from squall.engine.checkpoints import CheckpointSchedule
-from squall.engine.gc_tuning import gc_paused, tune_gc
-from squall.engine.in_flight import BuiltWave, Done, InFlight
+from squall.engine.driver_base import WAVE_TUPLES_CAP, DriverBase, concat_u64
+from squall.engine.gc_tuning import tune_gc
 from squall.engine.lost_waves import LostWaves
 from squall.engine.malloc_tuning import tune_malloc
+from squall.engine.spout_runner import SpoutRunner
 from squall.engine.spout_task import SpoutTask
-from squall.engine.ticks import TickSchedule
-from squall.engine.wave import Captured, Executor, WaveOutput, WaveSummary, add_captured, merge_captured
+from squall.engine.wave import Executor, WaveOutput, WaveSummary
 from squall.engine.wave_sizing import WaveSizer
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
-from squall.observe.stats import ComponentStats
-from squall.observe.watch import TopologyWatch
 from squall.reliability.batch import TupleBatch
-from squall.reliability.ids import RootIdGenerator
+from squall.reliability.ids import root_owner
 from squall.reliability.ledger import XorLedger
-from squall.reliability.pending import TIMEOUT, FailReason, PendingTrees
-
-log = logging.getLogger("squall")
-
-MAX_ERRORS_KEPT = 1000
-WAVE_TUPLES_CAP = 200_000  # spout tuples per wave at most, however cheap tuples are (driver memory)
+from squall.reliability.pending import TIMEOUT, FailReason
 
 
-class Coordinator:
+@dataclass
+class BuiltWave:
+    """A wave as the driver built it: its inputs, and the spout roots it starts."""
+
+    wave: int
+    outputs: list[tuple[int, TupleBatch]]
+    init_roots: np.ndarray
+    init_vals: np.ndarray
+    emitted: int
+    full: bool  # a spout emitted its whole budget (it had more): what the wave sizer grows on
+    capped: bool = False  # max spout pending cut a spout's budget, and it emitted all that was left
+    probe: bool = False  # the wave sizer gave it a probe's budget
+
+
+class Coordinator(DriverBase):
     """Drives one topology's waves."""
 
     def __init__(self, name: str, topology: StormTopology, conf: dict, executor: Executor, clock: Any,
                  capture: bool = False):
-        self.name = name
-        self.topology = topology
-        self.conf = effective_conf(conf)  # already effective when submitted (idempotent)
+        super().__init__(name, topology, conf, clock, capture)
         self.executor = executor
-        self.clock = clock
-        self.ackers = int(self.conf[Config.TOPOLOGY_ACKER_EXECUTORS] or 0)
-        self.tracking = self.ackers > 0
         self.ledger = XorLedger(self.ackers) if self.tracking else None
-        self.root_ids = RootIdGenerator(self.conf.get(Config.SQUALL_ROOT_SEED))
-        self.timeout = float(self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
-        self.timeouts_on = bool(self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]) and self.tracking
-        self.max_pending = self.conf[Config.TOPOLOGY_MAX_SPOUT_PENDING]
-        fixed = self.conf.get(Config.SQUALL_WAVE_MAX_TUPLES)
-        self.wave_tuples = int(fixed) if fixed else None  # per spout task; None: sized by cost
         self.wave_secs = float(self.conf[Config.SQUALL_WAVE_MAX_SECS])
         self.spouts: list[SpoutTask] = []
+        self.runners: dict[int, SpoutRunner] = {}
         for comp in topology.spouts:
             spec = topology.specs[comp]
             conf_c = component_conf(self.conf, spec)
             for i in range(spec.parallelism):
-                self.spouts.append(SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture))
-        self._spout_by_task = {s.task_id: s for s in self.spouts}
-        self.pending = PendingTrees()  # root -> (spout task, msg id, emit time) of every pending tree
-        self.stats = {c: ComponentStats("spout" if s.is_spout else "bolt", s.parallelism)
-                      for c, s in topology.specs.items()}
-        self.errors: list[ErrorRecord] = []
-        self.error_count = 0
-        self.watch = TopologyWatch(list(topology.task_component), topology.task_component)  # what the UI shows
-        self.captured: Captured = {}
-        self.wave = 0
-        self.waves_done = 0
-        self.next_rotation = clock.now() + self.timeout
-        self.ticks = TickSchedule(topology, self.conf, clock.now())
-        self.checkpoints = CheckpointSchedule(topology, self.conf, clock.now())
+                st = SpoutTask(topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture)
+                self.spouts.append(st)
+                self.runners[st.task_id] = SpoutRunner(st, conf_c, self.tracking)
         self._spout_roots: list[tuple[np.ndarray, np.ndarray]] = []  # this wave's (roots, init values)
         self.lost = LostWaves(name, int(self.conf[Config.SQUALL_MAX_REPLAYS]), make_sink(self.conf),
-                              self._replay_key, self._dead_letter, self._record)
+                              self._replay_key, self._dead_letter, self.record)
         self._dead_roots: list[int] = []
-        self.in_flight = InFlight(executor, self.conf[Config.SQUALL_WAVES_IN_FLIGHT], self.lost,
-                                  self._run_job, self._next_wave, self.wave_time)
-        self.sizer = None if fixed else WaveSizer(
+        self.sizer = None if self.wave_tuples else WaveSizer(
             executor.default_wave_tuples, WAVE_TUPLES_CAP,
-            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4), self.in_flight.depth,
-            getattr(executor, "min_wave_secs", 0.0))
-        self.lock = threading.RLock()
-        self.closed = False
+            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -100,34 +81,34 @@ class Coordinator:
         for st in self.spouts:
             st.open()
             st.spout.activate()  # as Storm: an active topology's spouts are activated after open
-            self._record(st.take_late_errors())
+            self.record(st.take_late_errors())
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        with self.lock:  # waves still in flight end, and their verdicts reach the spouts
-            self._settle(self.in_flight.drain())
         for st in self.spouts:
             try:
                 st.spout.close()
             except Exception as e:  # noqa: BLE001
-                self._record([ErrorRecord.from_exception(st.component, st.task_id, e)])
+                self.record([ErrorRecord.from_exception(st.component, st.task_id, e)])
         self.executor.stop()
 
     def set_active(self, active: bool) -> None:
         with self.lock:  # between waves: a spout's callbacks never run concurrently
-            self._set_active(active)
+            for st in self.spouts:
+                if st.active != active:
+                    st.active = active
+                    (st.spout.activate if active else st.spout.deactivate)()
 
-    def _set_active(self, active: bool) -> None:
-        for st in self.spouts:
-            if st.active != active:
-                st.active = active
-                (st.spout.activate if active else st.spout.deactivate)()
+    @property
+    def active(self) -> bool:
+        """Whether the spouts are active (the UI's status)."""
+        return any(st.active for st in self.spouts)
 
     @property
     def pending_count(self) -> int:
-        return len(self.pending)
+        return sum(len(r.pending) for r in self.runners.values())
 
     @property
     def lost_waves(self) -> int:
@@ -144,57 +125,51 @@ class Coordinator:
     # -- one wave -------------------------------------------------------------------------
 
     def run_wave(self) -> WaveSummary:
-        """Build a wave and run it; with waves in flight, settle the ones whose jobs are done."""
+        """Build a wave, run it (a lost one through the lost-wave policy), settle it."""
         with self.lock:
             t0 = time.perf_counter()
             built = self._build_wave()
-            done = self.in_flight.run(built)
-            acked, failed, executed = self._settle(done)
+            out = self.lost.run(self._run_job, self._next_wave, built.outputs, built.init_roots) if built.outputs \
+                else WaveOutput()
+            acked, failed, executed = self._settle([(built, out)])
             failed += self._rotate_if_due()
             secs = time.perf_counter() - t0
             if self.sizer is not None:
-                self._observe(done, secs)
+                self.sizer.observe(built.emitted, secs, built.full, built.probe)
             self._end_watch()
             return WaveSummary(self.wave, built.emitted, executed, acked, failed, secs)
-
-    def _observe(self, done: Done, secs: float) -> None:
-        """The sizer learns what a wave costs from the time between two settled waves (it
-        averages `depth` consecutive ones: with waves in flight they end unevenly). Waves that
-        ended together cannot be told apart."""
-        if len(done) == 1:
-            built = done[0][0]
-            self.sizer.observe(built.emitted, secs, built.full, built.probe)
-        else:
-            self.sizer.skip()
 
     def _build_wave(self) -> BuiltWave:
         """The driver's part of a wave: due ticks and checkpoints, then the spouts' pulls."""
         self.wave += 1
         # Ticks first: each due bolt task gets its tick before this wave's other inputs.
         outputs: list[tuple[int, TupleBatch]] = self.ticks.take_due(self.clock.now(), self.wave)
-        early = self.tracking and self.checkpoints.held_up(len(self.pending), self.in_flight.waves,
-                                                           self.max_pending, len(self.spouts))
+        early = self.tracking and self.checkpoints.held_up(self.pending_count, [], self.max_pending,
+                                                           len(self.spouts))
         outputs.extend(self.checkpoints.take_due(self.clock.now(), self.wave, early))  # stateful bolts commit
         emitted = 0
-        active = [st for st in self.spouts if st.active]
+        active = [self.runners[st.task_id] for st in self.spouts if st.active]
         budget, probe = self.wave_tuples, False
         if self.sizer is not None and active:
             total, probe = self.sizer.wave_budget()
             budget = -(-total // len(active))
         full = capped = False
-        for st in active:
-            res, allowed = self._call_spout(st, budget)
-            emitted += res.emitted
-            full = full or res.emitted >= budget
-            capped = capped or allowed < budget and res.emitted >= allowed
-            outputs.extend(res.outputs)
-        empty = np.zeros(0, np.uint64)
-        init_roots = np.concatenate([r for r, _ in self._spout_roots]) if self._spout_roots else empty
-        init_vals = np.concatenate([v for _, v in self._spout_roots]) if self._spout_roots else empty
+        now = self.clock.now()
+        for runner in active:
+            got = runner.pull(budget, now)
+            emitted += got.emitted
+            full = full or got.full
+            capped = capped or got.capped
+            outputs.extend(got.outputs)
+            if len(got.roots):
+                self._spout_roots.append((got.roots, got.init_vals))
+                self.lost.remember(self.wave, runner.component, runner.task_id, got.roots, got.msg_ids, got.values)
+        init_roots = concat_u64([r for r, _ in self._spout_roots])
+        init_vals = concat_u64([v for _, v in self._spout_roots])
         self._spout_roots = []
         return BuiltWave(self.wave, outputs, init_roots, init_vals, emitted, full, capped, probe)
 
-    def _settle(self, done: Done) -> tuple[int, int, int]:
+    def _settle(self, done: list[tuple[BuiltWave, WaveOutput]]) -> tuple[int, int, int]:
         """Waves whose jobs ended: acks into the ledger, verdicts to the spouts."""
         acked = failed = executed = 0
         for built, out in done:
@@ -205,70 +180,15 @@ class Coordinator:
         return acked, failed, executed
 
     def _end_watch(self) -> None:
-        """The wave's figures into the UI's windows; the spouts' user metrics (they run here)."""
-        for st in self.spouts:
-            delta = st.context.metrics.take()
-            if delta:
-                self.watch.metrics.add(st.component, st.task_id, delta)
+        """The spouts' figures of the wave into the stats and the UI's windows."""
+        for runner in self.runners.values():
+            self.absorb_spout(runner.task_id, runner.component, runner.take_figures())
         self.watch.end_wave()
-
-    def _call_spout(self, st: SpoutTask, budget: int) -> tuple[Any, int]:
-        """One spout task's pulls for the wave, at most `budget` emits or what max pending leaves (returned)."""
-        res = st.begin()
-        if self.tracking and self.max_pending:
-            budget = min(budget, int(self.max_pending) - self.pending.count(st.task_id))
-        deadline = time.perf_counter() + self.wave_secs
-        # No collection while the pulls' emits are made and turned into batches: what `end` drops
-        # (each emit's record) is freed before the collector runs again, instead of being scanned
-        # by the first collection after the pulls (8% of the driver's busy time on word count)
-        with gc_paused(self.conf.get(Config.SQUALL_GC_TUNE, True)):
-            if budget > 0:
-                self._pull(st, res, budget, deadline)
-            res, msg_ids, roots, vals, rejected = st.end(self.root_ids.take, self.tracking)
-        stats = self.stats[st.component]
-        stats.emitted += res.emitted
-        self.watch.add(st.task_id, emitted=res.emitted, transferred=res.transferred)
-        self._record(res.errors)
-        if res.captured:
-            add_captured(self.captured, st.component, st.task_id, res.captured)
-        if self.tracking:
-            if len(roots):
-                self.pending.add(st.task_id, roots, msg_ids, self.clock.now())
-                self._spout_roots.append((roots, vals))
-                self.lost.remember(self.wave, st.component, st.task_id, roots, msg_ids, st.last_values)
-        elif msg_ids:  # no ackers: at-most-once, acked as soon as emitted (ack_batch once, or ack each)
-            self._record(st.ack(msg_ids))
-        for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
-            stats.failed += 1
-            self.watch.failed(st.task_id, [reason.kind])
-            self._spout_fail(st, m, reason)
-        return res, budget
-
-    @staticmethod
-    def _pull(st: SpoutTask, res: Any, budget: int, deadline: float) -> None:
-        """Call next_tuple until the wave's budget is emitted, the spout has nothing, or time is up."""
-        next_tuple = st.spout.next_tuple
-        coll = st.collector
-        count = coll.recorded_count
-        while count < budget:  # the count read once a call: it was 3 reads, ~1 us a tuple
-            try:
-                next_tuple()
-            except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on
-                res.errors.append(ErrorRecord.from_exception(st.component, st.task_id, e, kind="error"))
-                break
-            after = coll.recorded_count
-            if after == count or time.perf_counter() > deadline:
-                break
-            count = after
 
     # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------
 
     def _run_job(self, outputs: list[tuple[int, TupleBatch]]) -> WaveOutput:
         return self.executor.run_wave(outputs, self.wave, self.wave_time())
-
-    def wave_time(self) -> float:
-        """The time bolt tasks see for this wave: the simulated clock, or the wall clock (epoch secs)."""
-        return self.clock.now() if self.clock.simulated else time.time()
 
     def _next_wave(self) -> int:
         self.wave += 1
@@ -276,23 +196,18 @@ class Coordinator:
 
     def _replay_key(self, task: int, msg_id: Any) -> Any:
         # A spout that replays under new msg ids (Trident: an attempt number) says what stays the same.
-        replay_key = getattr(self._spout_by_task[task].spout, "replay_key", None)  # Spout.replay_key
+        replay_key = getattr(self.runners[task].spout, "replay_key", None)  # Spout.replay_key
         return replay_key(msg_id) if replay_key is not None else msg_id
 
     def _dead_letter(self, root: int, task: int, msg_id: Any) -> None:
         """A dead-lettered root: handled, not replayed. Forget it and ack it at its spout."""
         self._dead_roots.append(root)  # started in the ledger with this wave, forgotten right after
-        self.pending.pop_many(np.array([root], np.uint64))
-        self._spout_ack(self._spout_by_task[task], msg_id)
+        runner = self.runners[task]
+        runner.forget(np.array([root], np.uint64))
+        runner.ack_one(msg_id)
 
     def _apply(self, out: WaveOutput, init_roots: np.ndarray, init_vals: np.ndarray) -> tuple[int, int]:
-        for comp, ts in out.stats.items():
-            self.stats[comp].add_counters(*ts.counters)
-        self.watch.add_counters(out.tasks)
-        for comp, task, delta in out.metrics:
-            self.watch.metrics.add(comp, task, delta)
-        self._record(out.errors)
-        merge_captured(self.captured, out.captured)
+        self.absorb_tasks(out.stats, out.tasks, out.metrics, out.errors, out.captured)
         if not self.tracking:
             return 0, 0
         fail_roots = np.array(out.fail_roots, np.uint64)
@@ -309,17 +224,9 @@ class Coordinator:
         return acked, failed
 
     def _rotate_if_due(self) -> int:
-        if not self.timeouts_on:
-            return 0
-        now = self.clock.now()
         failed = 0
-        while now >= self.next_rotation:
-            expired = self.ledger.rotate()
-            failed += self._finish(expired, now, {}, default=TIMEOUT)
-            self.next_rotation += self.timeout
-            if not self.clock.simulated and self.next_rotation <= now:
-                # A long wave counts as progress for the trees in it: do not rotate twice for it.
-                self.next_rotation = now + self.timeout
+        for _ in range(self.rotations_due()):
+            failed += self._finish(self.ledger.rotate(), self.clock.now(), {}, default=TIMEOUT)
         return failed
 
     def _finish(self, roots: np.ndarray, now: float, reasons: dict[int, FailReason] | None,
@@ -328,62 +235,23 @@ class Coordinator:
         if not len(roots):
             return 0
         n = 0
-        for task, popped in self.pending.pop_many(roots).items():
-            st = self._spout_by_task[task]
-            stats = self.stats[st.component]
-            k = len(popped.msg_ids)
+        owners = root_owner(roots)
+        for task in np.unique(owners).tolist():
+            runner = self.runners.get(task)
+            if runner is None:
+                continue
+            mine = roots[owners == task] if len(self.runners) > 1 else roots
             if reasons is None:
-                lat = now - popped.times
-                stats.complete.add(lat)
-                stats.complete_sum += float(lat.sum())
-                stats.acked += k
-                self.watch.add(task, acked=k, complete_secs=float(lat.sum()), complete_n=k)
-                self.lost.acked_many(task, popped.msg_ids)
-                self._record(st.ack(popped.msg_ids))
+                acked, _ = runner.apply(mine, mine[:0], None, now)
+                self.lost.acked_many(task, acked)
+                n += len(acked)
             else:
-                stats.failed += k
-                why = [reasons.get(r, default or FailReason("failed")) for r in popped.roots.tolist()]
-                self.watch.failed(task, [w.kind for w in why])
-                for m, reason in zip(popped.msg_ids, why):
-                    self._spout_fail(st, m, reason)
-            n += k
+                n += runner.apply(mine[:0], mine, reasons, now, default)[1]
         return n
 
-    def _spout_ack(self, st: SpoutTask, msg_id: Any) -> None:
-        self._record(st.ack([msg_id]))
-
-    def _spout_fail(self, st: SpoutTask, msg_id: Any, reason: FailReason) -> None:
-        self._record(st.fail(msg_id, reason))
-
-    def _record(self, errors: list[ErrorRecord]) -> None:
-        if not errors:
-            return
-        for e in errors:
-            if e.component in self.stats:
-                self.stats[e.component].errors += 1
-                if e.task in self.watch.windows.row:
-                    self.watch.add(e.task, errors=1)
-            if e.kind != "lost":  # a lost wave has its own line, with its root count (lost_waves.py)
-                log.warning("%s: %s", self.name, e)
-        self.error_count += len(errors)
-        self.errors.extend(errors)
-        if len(self.errors) > MAX_ERRORS_KEPT:
-            del self.errors[: len(self.errors) - MAX_ERRORS_KEPT]
-
     # -- time -----------------------------------------------------------------------------
-
-    def next_due(self) -> float | None:
-        """The next time something is due on the clock: a timeout rotation, a tick or a checkpoint."""
-        due = [d for d in (self.next_rotation if self.timeouts_on else None, self.ticks.next_due(),
-                           self.checkpoints.next_due()) if d is not None]
-        return min(due, default=None)
 
     def fire_due(self) -> int:
         """Fire timeouts that are due on the clock now."""
         with self.lock:
             return self._rotate_if_due()
-
-    def stats_dict(self) -> dict[str, dict[str, Any]]:
-        # Read without the wave lock: waves follow each other back to back and a reader would
-        # starve; counters are plain ints, so a read between two of them is merely a bit stale.
-        return {c: s.as_dict() for c, s in self.stats.items()}

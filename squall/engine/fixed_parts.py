@@ -1,32 +1,28 @@
 """A bolt's fixed attributes (`fixed_attributes`): built once (in `prepare`, say), only read after.
 
-On Spark a bolt task's instance is pickled after every wave and unpickled when its next wave lands
-on another Python worker (engine/spark/worker.py). A lookup table or a model of a few MB then costs
-more than the bolt's own work. A fixed attribute is pickled once, travels on as those same bytes in
-the task's State (`FixedPart`), or on a local master in a file the State names (`spill`), and is
-unpickled once per process: each process keeps what it unpickled or made, by token, for the run.
-An attribute reassigned (`self.table = new`) is seen (it is another object) and carried anew. One
-changed in place breaks the contract: every squall.fixed.check.waves waves of the task (more for
-big ones) the process holding it pickles it again and compares (`Watch`). On a change the task
-reports it and carries the whole instance every wave from then on (engine/bolt_task.py).
+On Spark a bolt task's instance is pickled for each snapshot (squall.engine.resident.snapshots),
+and unpickled where it is restored. A lookup table or a model of a few MB would then cost more
+than the bolt's own work. A fixed attribute is pickled once, written to a file of its own named by
+its token (`FixedPart`), and unpickled once per process: each process keeps what it unpickled or
+made, by token, for the run. An attribute reassigned (`self.table = new`) is seen (it is another
+object) and carried anew. One changed in place breaks the contract: every
+squall.fixed.check.waves waves of the task (more for big ones) the process holding it pickles it
+again and compares (`Watch`). On a change the task reports it and carries the whole instance in
+every snapshot from then on (engine/bolt_task.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import pickle
 import secrets
 from typing import Any, NamedTuple
 
-FIXED_DIR = "squall.engine.fixed.dir"  # set by the Spark engine on a local master (engine/spark/fixed_files.py)
-SPILL_AFTER_WAVES = 3  # a token this many waves old goes to a file there, and States carry it no more
-
 
 class FixedPart(NamedTuple):
     """A task's fixed attributes as carried: pickled once (`made`: the wave), with the token
-    processes keep them by. `blob` None: they are in the file named by the token (`spill`)."""
+    processes keep them by. `blob` None: they are in the snapshot file named by the token
+    (squall.engine.resident.snapshots)."""
 
     token: int
     blob: bytes | None
@@ -106,44 +102,13 @@ def made(key: Any, objects: dict[str, Any], wave: int, dumps: Any, check: bool,
     return FixedPart(token, dumps(objects), wave), watch
 
 
-def spill(part: FixedPart, directory: str, wave: int) -> FixedPart:
-    """On a local master, once a token is SPILL_AFTER_WAVES waves old: its bytes go to a file in
-    `directory` (every Python worker is on this host) and the task's States carry only the token,
-    so they no longer copy it through the JVM every wave. A token reassigned every wave or two
-    never gets a file. The driver removes the file once no task that could run again reads it."""
-    if part.blob is None or wave - part.made < SPILL_AFTER_WAVES:
-        return part
-    path = os.path.join(directory, str(part.token))
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(part.blob)
-            os.replace(tmp, path)  # whole or not at all: another worker may write the same token
-        except OSError:  # a full disk: the bytes stay in the State
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            return part
-    return FixedPart(part.token, None, part.made)
-
-
-def received(key: Any, part: FixedPart, wave: int, loads: Any, check: bool, directory: str | None) -> Watch:
-    """The fixed attributes of a State (of `wave`): this process's own, or unpickled (once) and kept."""
+def received(key: Any, part: FixedPart, wave: int, loads: Any, check: bool) -> Watch:
+    """The fixed attributes of a snapshot (of `wave`): this process's own, or unpickled (once) and kept."""
     watch = _HELD.get(part.token)
     if watch is None:
-        watch = Watch(loads(part.blob if part.blob is not None else _read(directory, part.token)), wave, check)
+        watch = Watch(loads(part.blob), wave, check)
         _hold(key, part.token, watch)
     return watch
-
-
-def _read(directory: str | None, token: int) -> bytes:
-    path = os.path.join(directory or "", str(token))
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise RuntimeError(f"squall: the fixed attributes file {path} is gone: a task of a wave whose States "
-                           "were already released ran again (the wave is failed and its tuples replayed)") from None
 
 
 def drop(key: Any) -> None:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
-from squall.api.config import component_conf
 from squall.api.topology import StormTopology
-from squall.engine.bolt_task import BoltTask
-from squall.engine.sealing import seal_outputs
-from squall.engine.task_kinds import bolt_task_class
+from squall.engine.task_host import TaskHost
 from squall.engine.wave import WaveOutput
 from squall.reliability.batch import TupleBatch
 from squall.reliability.settled import sent_of
@@ -23,13 +18,10 @@ class LocalExecutor:
     def __init__(self, topology: StormTopology, conf: dict, capture: bool = False):
         self.topology = topology
         self.conf = conf
-        self.tasks: dict[int, BoltTask] = {}
-        for comp in topology.bolts_in_order:
-            spec = topology.specs[comp]
-            conf_c = component_conf(conf, spec)
-            for i in range(spec.parallelism):
-                self.tasks[topology.task_ids[comp][i]] = bolt_task_class(spec.obj)(
-                    topology, comp, i, conf_c, copy.deepcopy(spec.obj), capture)
+        self.host = TaskHost(topology, conf, capture)
+        for tid in topology.task_component:
+            if not topology.specs[topology.task_component[tid]].is_spout:
+                self.host.task(tid)  # made at submit, as Storm's: a bolt that cannot be copied says so now
         self._order = [t for comp in topology.bolts_in_order for t in topology.task_ids[comp]]
 
     def start(self) -> None:
@@ -48,17 +40,18 @@ class LocalExecutor:
             batches = inbox.pop(task_id, None)
             if not batches:
                 continue
-            res = self.tasks[task_id].run(batches, wave, now)
-            for target, b in seal_outputs(res, to_bytes=False):  # the same verdict as Spark on bad values
+            step = self.host.step(task_id, batches, wave, now, to_bytes=False)  # sealed as on Spark
+            for target, b in step.outputs:
                 inbox.setdefault(target, []).append(b)
-            roots.extend(res.ack_roots)
-            vals.extend(res.ack_vals)
-            out.add_result(res)
+            if step.ack_roots is not None:
+                roots.append(step.ack_roots)
+                vals.append(step.ack_vals)
+            out.add_result(step.result, step.counters)
         return out.finish(roots, vals)
 
+    @property
+    def tasks(self) -> dict:
+        return self.host.tasks
+
     def stop(self) -> None:
-        for task in self.tasks.values():
-            try:
-                task.cleanup()
-            except Exception:  # noqa: BLE001 - cleanup errors must not hide the shutdown
-                pass
+        self.host.cleanup()

@@ -11,9 +11,11 @@ import numpy as np
 
 from squall.api.collectors import LeanEmits
 from squall.api.components import Spout
+from squall.api.rebinding import restoring
 from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.topology import StormTopology
 from squall.engine.outputs import EmitValues, bucket_children, group_children
+from squall.engine.routing import ShuffleCounter
 from squall.engine.sealing import crosses, crosses_all, describe, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
@@ -63,17 +65,35 @@ class SpoutTask(TaskBase):
     def __init__(self, topology: StormTopology, component: str, task_index: int, conf: dict, instance: Any,
                  capture: bool = False):
         super().__init__(topology, component, task_index, conf, capture)
-        self.spout = instance
         self.collector = SpoutOutputCollector(component, self.streams, self, lean=not capture)
         self.opened = False
         self.active = True
         self.last_values: Sequence = []  # per tracked root, its values (column emits: squall.columnar.spout.RowRefs)
         self._column_routes: dict | None = None  # vectorized routes, made on the first column emit
-        self._fail_takes_reason = _takes_reason(instance.fail)
-        self._acks_in_batches = settles_acks_in_batches(type(instance))
+        if instance is not None:
+            self._bind(instance)
         self.settle_to = topology.settling_tasks()  # edges to them are 0 (reliability/settled.py)
         self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
         self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
+
+    def snapshot(self, dumps: Any) -> bytes:
+        """The task's carried state: its spout instance (its collector and context pickle as
+        references: squall.api.rebinding), whether it is active, its routing counters."""
+        counters = [r.i for so in self.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)]
+        return dumps((self.spout, self.opened, self.active, counters, self._late_errors, self.context.metrics))
+
+    @classmethod
+    def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,
+                loads: Any, capture: bool = False) -> SpoutTask:
+        """The task as `snapshot` had it: open already, its instance not opened again."""
+        task = cls(topology, component, task_index, conf, None, capture)
+        with restoring(task):
+            spout, task.opened, task.active, counters, task._late_errors, task.context.metrics = loads(blob)
+        task._bind(spout)
+        for r, i in zip([r for so in task.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)],
+                        counters):
+            r.i = i
+        return task
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:
         """Tell the spout these trees completed (`ack_batch` once, or `ack` for each); what raised."""
@@ -104,6 +124,11 @@ class SpoutTask(TaskBase):
         except Exception as e:  # noqa: BLE001
             errors.append(ErrorRecord.from_exception(self.component, self.task_id, e, msg_id))
         return errors + self.take_late_errors()
+
+    def _bind(self, instance: Any) -> None:
+        self.spout = instance
+        self._fail_takes_reason = _takes_reason(instance.fail)
+        self._acks_in_batches = settles_acks_in_batches(type(instance))
 
     def open(self) -> None:
         if not self.opened:

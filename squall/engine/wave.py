@@ -29,10 +29,11 @@ class WaveSummary:
     acked: int
     failed: int
     secs: float
+    busy: bool = False  # work still out though this wave did none (waves in flight, acks held for a snapshot)
 
     @property
     def progressed(self) -> bool:
-        return bool(self.spout_emitted or self.executed or self.acked or self.failed)
+        return bool(self.spout_emitted or self.executed or self.acked or self.failed or self.busy)
 
 
 @dataclass

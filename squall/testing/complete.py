@@ -12,7 +12,10 @@ from squall.engine.cluster import LocalCluster
 
 class FixedTupleSpout(Spout):
     """Emits each given tuple once, with its position in the list as msg id; task i of n gets
-    tuples i, i+n, i+2n, ... Records what was acked and failed."""
+    tuples i, i+n, i+2n, ... Records what was acked and failed, in the driver, where the result
+    reads it."""
+
+    DRIVER_BOUND = True
 
     def __init__(self, tuples: list[list], streams: dict | None = None, stream: str = "default"):
         self.tuples = [list(t) for t in tuples]

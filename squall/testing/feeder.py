@@ -13,7 +13,10 @@ from squall.api.components import Spout
 
 
 class FeederSpout(Spout):
-    """A spout that emits what the test feeds it, each tuple with a msg id (so it is tracked)."""
+    """A spout that emits what the test feeds it, each tuple with a msg id (so it is tracked).
+    It runs in the driver, where the test feeds it."""
+
+    DRIVER_BOUND = True
 
     def __init__(self, fields: list[str]):
         self.fields = list(fields)

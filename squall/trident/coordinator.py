@@ -50,7 +50,11 @@ class _Batch:
 
 
 class TridentSpoutExecutor(Spout):
-    """Wraps a Trident spout: emits batches (with txids) and commit tuples, tracks both."""
+    """Wraps a Trident spout: emits batches (with txids) and commit tuples, tracks both. It is
+    Trident's batch coordinator, so it runs in the driver (its batch metadata and commit order live
+    there, and a DRPC spout's requests come from the driver's LocalDRPC)."""
+
+    DRIVER_BOUND = True
 
     def __init__(self, name: str, spout: TridentSpout, meta_factory: Any = None, max_in_flight: int = 1):
         self.name = name

@@ -24,7 +24,7 @@ class BadRequest(ValueError):
 def topology_status(coord: Any) -> str:
     if coord.closed:
         return "KILLED"
-    return "ACTIVE" if any(st.active for st in coord.spouts) else "INACTIVE"
+    return "ACTIVE" if coord.active else "INACTIVE"
 
 
 def summary_entry(name: str, coord: Any, started: float) -> dict[str, Any]:

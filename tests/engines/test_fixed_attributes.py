@@ -1,18 +1,17 @@
 """A bolt's `fixed_attributes` (engine/fixed_parts.py), on both engines alike: what it builds once
 is there in every wave, an attribute assigned anew is carried anew, one changed in place is
 reported and the task goes on carrying its whole instance. On Spark a fixed attribute is pickled
-once per process (per-wave tasks), or once (resident tasks), not once per wave."""
+once, not with every snapshot of its task."""
 
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from squall import BasicBolt, Config, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
+from squall import BasicBolt, Config, InvalidTopologyException, Spout, TopologyBuilder
 from squall.api.components import user_instance
 from squall.columnar import ColumnarBolt
 from squall.engine.fixed_parts import fixed_names
@@ -158,81 +157,14 @@ def count_pickles(bolt: type, spark_session, tmp_path, conf: dict) -> int:
 
 
 @pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
-def test_spark_pickles_a_fixed_table_once_per_process_not_once_per_wave(bolt, spark_session, tmp_path):
-    pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_SPARK_TASKS: "per-wave"})
-    if bolt is CountedPlain:
-        assert pickles >= len(FEED)  # the instance, table and all, after each of its waves
-    else:
-        # made once (pickled, and digested for the check), then digested once by each Python
-        # worker that unpickles it: local[N,4] keeps a handful
-        assert 1 <= pickles <= 10, pickles
+def test_slot_tasks_pickle_a_table_for_their_snapshots_only(bolt, spark_session, tmp_path, monkeypatch):
+    """A task in a slot is pickled only for a snapshot (here every 10 waves: waves 1, 11, 21), and
+    its fixed table only the first time: it is written once, to a file named by its token."""
+    from squall.engine.resident import recovery
 
-
-@pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
-def test_resident_tasks_pickle_a_table_for_their_snapshots_only(bolt, spark_session, tmp_path, monkeypatch):
-    """A resident task is pickled only for a snapshot (here every 10 waves: waves 1, 11, 21), and
-    its fixed table only the first time: the driver keeps its bytes."""
-    from squall.engine.resident import executor as resident
-
-    monkeypatch.setattr(resident, "SNAPSHOT_WORK", float("inf"))  # by the wave count alone
-    pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 10})
+    monkeypatch.setattr(recovery, "SNAPSHOT_WORK", float("inf"))  # by the wave count alone
+    pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_SNAPSHOT_WAVES: 10})
     assert pickles == (3 if bolt is CountedPlain else 1)
-
-
-class Numbered(Spout):
-    """Emits WORDS in turn, `limit` of them, with msg ids."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-
-    def declare_output_fields(self, d):
-        d.declare(["word"])
-
-    def open(self, conf, context, collector):
-        self.collector, self.sent = collector, 0
-
-    def next_tuple(self):
-        if self.sent < self.limit:
-            self.collector.emit([WORDS[self.sent % len(WORDS)]], msg_id=self.sent)
-            self.sent += 1
-
-
-class Refreshed(Enrich):
-    """A big table, assigned anew (same content) every 10th word, as an hourly refresh would."""
-
-    def prepare(self, conf, context):
-        super().prepare(conf, context)
-        self.table.update((f"filler{i}", i) for i in range(20_000))
-        self.done = 0
-
-    def execute(self, t, collector):
-        super().execute(t, collector)
-        self.done += 1
-        if self.done % 10 == 5:  # the last (120th) word's table is 5 waves old
-            self.table = dict(self.table)
-
-
-def test_spark_keeps_an_old_enough_table_in_a_file_and_removes_replaced_ones(spark_session):
-    """On a local master a fixed table a few waves old goes to a file: the task's State carries its
-    token only. A file is removed once its task moved on to a new table at a checkpointed build."""
-    limit = 120  # one word a wave: ~12 tables, and checkpoints at builds 25, 50, 75, 100
-    b = TopologyBuilder()
-    b.set_spout("words", Numbered(limit))
-    b.set_bolt("enrich", Refreshed(), parallelism=1).shuffle_grouping("words")
-    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 1, Config.SQUALL_SPARK_TASKS: "per-wave"})
-    with LocalCluster(engine="spark", spark=spark_session) as cluster:
-        cluster.submit_topology("refreshed", conf, b.create_topology())
-        coord = cluster.coordinator("refreshed")
-        while cluster.get_topology_stats("refreshed")["words"]["acked"] < limit and not coord.error_count:
-            time.sleep(0.05)
-        assert cluster.get_topology_stats("refreshed")["words"]["acked"] == limit, cluster.get_errors("refreshed")
-        ex = coord.executor
-        state_bytes = max(ex._state_bytes.values())
-        files, fixed_dir = ex._fixed_files.files(), ex._fixed_files.dir
-        cluster.kill_topology("refreshed")
-    assert state_bytes < 20_000  # the table pickles to ~300 KB: it is not in the State
-    assert 1 <= len(files) <= 4, files  # the current table's, and those replaced since the last checkpoint
-    assert not os.path.exists(fixed_dir)  # removed with the topology
 
 
 class ColumnCoder(ColumnarBolt):

@@ -88,15 +88,15 @@ def _sentences() -> list[str]:
 
 @pytest.fixture(scope="module")
 def on_cluster(netns, tmp_path_factory):
-    """The three scenarios in one application on the cluster; PostgreSQL through a forwarder on the
-    bridge (the executors write the state), RabbitMQ directly (the spout runs on the driver)."""
+    """The three scenarios in one application on the cluster; PostgreSQL and RabbitMQ through
+    forwarders on the bridge (the executors write the state, and the RabbitMQ spout runs on them)."""
     from tests.support.broker_proxy import TcpProxy
     from tests.support.trident_helpers import write_corpus
 
     tmp = tmp_path_factory.mktemp("scenarios")
     run = f"{zlib.crc32(str(tmp).encode()):08x}"
     opts = ["--limit", str(WORDCOUNT_LIMIT), "--wave-tuples", "400"]
-    env, proxy, truth = {}, None, None
+    env, proxy, rabbit_proxy, truth = {}, None, None, None
     reasons = {"pg": _pg_reason(), "rabbit": _rabbit_reason()}
     if reasons["pg"] is None:
         truth = write_corpus(str(tmp / "corpus"), 2, 250)
@@ -106,16 +106,20 @@ def on_cluster(netns, tmp_path_factory):
     if reasons["rabbit"] is None:
         env["SQUALL_EXAMPLE_QUEUE"] = f"netns-{run}-cluster"
         _publish(env["SQUALL_EXAMPLE_QUEUE"], _sentences())
+        rabbit_proxy = TcpProxy("127.0.0.1", 5672, bind=netns.bridge_ip)
+        env["AMQP_URL"] = f"amqp://guest:guest@{netns.bridge_ip}:{rabbit_proxy.port}/%2F"
         opts += ["--rabbit-limit", str(RABBIT_SENTENCES)]
     try:
         results = run_job(netns, "all", *opts, env=env)
     finally:
-        if proxy is not None:
-            proxy.close()
+        for p in (proxy, rabbit_proxy):
+            if p is not None:
+                p.close()
     print("on the cluster:", {k: {kk: vv for kk, vv in v.items() if kk not in ("counts", "probe")}
                               if isinstance(v, dict) else v for k, v in results.items()})
     return {"results": results, "reasons": reasons, "truth": truth, "tmp": tmp, "run": run,
-            "proxy_peers": list(proxy.peers) if proxy else []}
+            "proxy_peers": list(proxy.peers) if proxy else [],
+            "rabbit_peers": list(rabbit_proxy.peers) if rabbit_proxy else []}
 
 
 def _result(on_cluster: dict, name: str) -> dict:
@@ -186,6 +190,8 @@ def test_rabbitmq_fed_topology_matches_local_engine(netns, on_cluster):
     assert r["errors"] == [] and local["errors"] == []
     assert r["spout_acked"] == local["spout_acked"] == len(sentences)
     assert r["counts"] == local["counts"] == truth
+    # The spout consumed from a worker namespace, through the forwarder.
+    assert set(on_cluster["rabbit_peers"]) & {w.ip for w in netns.workers}, on_cluster["rabbit_peers"]
 
 
 @pytest.fixture(scope="module")

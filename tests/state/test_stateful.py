@@ -98,7 +98,10 @@ def test_a_failure_downstream_fails_the_sentence(tmp_path):
 
 
 class GatedSpout(DurableSentenceSpout):
-    """Emits nothing while `gate()` is false (the spouts run on the driver on both engines)."""
+    """Emits nothing while `gate()` is false: the test sets the gate on the running instance, so it
+    runs in the driver (DRIVER_BOUND) on both engines."""
+
+    DRIVER_BOUND = True
 
     gate = staticmethod(lambda: True)
 

@@ -21,9 +21,11 @@ TICK = "topology.tick.tuple.freq.secs"
 
 
 class Feed(Spout):
-    """Emits WORDS once each, with the word as tup_id; remembers every ack and fail."""
+    """Emits WORDS once each, with the word as tup_id; remembers every ack and fail. The tests read
+    the running instance as time advances, so it runs in the driver."""
 
     outputs = ["word"]
+    DRIVER_BOUND = True
 
     def initialize(self, stormconf, context):
         self.todo, self.acked, self.failed = list(WORDS), [], []
@@ -44,6 +46,7 @@ class Feed(Spout):
 class Replaying(ReliableSpout):
     outputs = ["word"]
     max_fails = 2
+    DRIVER_BOUND = True  # read as it runs
 
     def initialize(self, stormconf, context):
         self.todo, self.acks = list(WORDS), []

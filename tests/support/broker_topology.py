@@ -58,9 +58,12 @@ class Recorder:
 
 
 class Recording:
-    """Mixin for a connector spout: reports final acks and dead letters to `recorder`."""
+    """Mixin for a connector spout: reports final acks and dead letters to `recorder`, which the
+    test reads in its own process, so the spout runs in the driver (DRIVER_BOUND). Connector
+    spouts on executors are run by tests/support/netns_job.py and bench/brokers.py."""
 
     recorder: Recorder | None = None
+    DRIVER_BOUND = True
 
     def open(self, conf: dict, context: Any, collector: Any) -> None:
         super().open(conf, context, collector)

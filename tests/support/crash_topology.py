@@ -22,7 +22,11 @@ CONF = {
 
 
 class OneByOneSpout(Spout):
-    """Emits VALUES one per wave (the "ok" ones complete before the crash), each tracked."""
+    """Emits VALUES one per wave (the "ok" ones complete before the crash), each tracked. It runs
+    in the driver: on a single slot, a tuple that kills the slot holding its own spout task could
+    not be isolated (the topology would stop saying so: squall.engine.resident.driver)."""
+
+    DRIVER_BOUND = True
 
     def declare_output_fields(self, declarer):
         declarer.declare(["v"])

@@ -11,6 +11,12 @@ Every name carries a per-run suffix and the subnet is one no interface uses yet,
 collide. Every process is started by pid with its own process group; `kill_worker` SIGKILLs the
 worker's group and every process left in its namespace (PySpark's daemon makes a group of its own).
 `close()` stops everything and deletes the namespaces and links, whatever happened before.
+
+`cpu_cap`: each worker host gets at most this many cores (a cgroup v1 group per host,
+tests/support/cpu_caps.py). The worker starts through a shell that joins its group and then execs
+`ip netns exec ...`; the Worker JVM, the executor JVMs it forks and PySpark's daemon and Python
+workers inherit the group, so every process of the host is capped and metered from its start.
+Without a cap nothing changes: no cgroup is touched.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.cpu_caps import CpuCap
 
 PREFIX = "10.213"
 MASTER_PORT = 7077
@@ -103,15 +111,17 @@ class Worker:
     proc: subprocess.Popen | None = None
     pgid: int | None = None
     log: Path | None = None
+    cap: CpuCap | None = None  # the host's CPU group, when the cluster caps its hosts
 
 
 class NetnsCluster:
-    """A Spark master (root ns, on the bridge address) and `workers` workers, one per namespace."""
+    """A Spark master (root ns, on the bridge address) and `workers` workers, one per namespace;
+    with `cpu_cap`, each worker host's processes share at most that many cores."""
 
     def __init__(self, tmp: Path, workers: int = 3, cores: int = 1, memory: str = "1g",
-                 worker_python: str | None = None):
+                 worker_python: str | None = None, cpu_cap: float | None = None):
         self.tmp = Path(tmp)
-        self.ncores, self.memory = cores, memory
+        self.ncores, self.memory, self.cpu_cap = cores, memory, cpu_cap
         self.worker_python = worker_python or sys.executable
         self.run = f"{zlib.crc32(f'{os.getpid()}-{time.time_ns()}'.encode()) % 0xFFFFF:05x}"
         self.subnet = _free_subnet(zlib.crc32(self.run.encode()))
@@ -178,6 +188,8 @@ class NetnsCluster:
         i = len(self.workers)
         w = Worker(i, ns=f"sq{self.run}-{i}", ip=f"{PREFIX}.{self.subnet}.{11 + i}", veth=f"sqv{self.run}{i}")
         self.workers.append(w)
+        if self.cpu_cap is not None:
+            w.cap = CpuCap(f"squall-{self.run}-w{i}", self.cpu_cap).create()
         peer = f"sqp{self.run}{i}"
         _ip("netns", "add", w.ns)
         _ip("link", "add", w.veth, "type", "veth", "peer", "name", peer)
@@ -195,11 +207,11 @@ class NetnsCluster:
     def start_worker(self, w: Worker) -> None:
         w.log = self.tmp / f"worker{w.index}.log"
         env = self.env(w.ip, f"worker{w.index}")
-        w.proc = _spawn(["ip", "netns", "exec", w.ns, self._spark_class(), "org.apache.spark.deploy.worker.Worker",
-                         self.master_url, "--host", w.ip, "--cores", str(self.ncores), "--memory", self.memory,
-                         "--webui-port", str(WORKER_UI_PORT), "--work-dir", env["SPARK_WORKER_DIR"]],
-                        env, w.log)
-        w.pgid = w.proc.pid  # start_new_session: the group's id is the leader's pid
+        args = ["ip", "netns", "exec", w.ns, self._spark_class(), "org.apache.spark.deploy.worker.Worker",
+                self.master_url, "--host", w.ip, "--cores", str(self.ncores), "--memory", self.memory,
+                "--webui-port", str(WORKER_UI_PORT), "--work-dir", env["SPARK_WORKER_DIR"]]
+        w.proc = _spawn(w.cap.wrap(args) if w.cap is not None else args, env, w.log)
+        w.pgid = w.proc.pid  # start_new_session: the group's id is the leader's pid (the wrapper execs)
 
     def master_json(self) -> dict:
         """The master's /json/ state; under load it once answered HTML, so parse defensively."""
@@ -241,10 +253,13 @@ class NetnsCluster:
 
     def kill_worker(self, w: Worker) -> list[int]:
         """SIGKILL the worker JVM's process group (its executor JVMs with it) and every process
-        left in its namespace (PySpark's daemon and Python workers, which make their own group)."""
+        left in its namespace (PySpark's daemon and Python workers, which make their own group)
+        or in its CPU group."""
         if w.pgid is not None:
             _killpg(w.pgid, signal.SIGKILL)
         pids = self.ns_pids(w)
+        if w.cap is not None:
+            pids += [p for p in w.cap.pids() if p not in pids]
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -277,6 +292,11 @@ class NetnsCluster:
         for w in self.workers:
             _ip("link", "del", w.veth, check=False)
             _ip("netns", "del", w.ns, check=False)
+            if w.cap is not None:
+                try:
+                    w.cap.close(kill=True)  # only this host's processes can be left in it
+                except OSError as e:
+                    print(f"netns_cluster: could not remove the CPU group {w.cap.name}: {e}", file=sys.stderr)
         if self._bridge_up:
             _ip("link", "del", self.bridge, check=False)
             self._bridge_up = False

@@ -9,9 +9,11 @@ topology's own modules too; the topology file itself is pickled by value, as `sq
 
     python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
 
-SCENARIO: wordcount, trident-pg, rabbitmq, all (those three in one application), or wordcount-loss
+SCENARIO: wordcount, trident-pg, rabbitmq, all (those three in one application), wordcount-loss
 (progress lines per wave; reads "release" on stdin, then finishes the stream with `--tail` more
-sentences).
+sentences), wordcount-scaling (spout, split and count each `--parallelism` tasks, `--limit`
+sentences per spout task; with `--cpu-groups`, the CPU each worker host's group used in the run),
+or hold (no topology: a Python task on every executor core for `--hold` seconds).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +130,84 @@ def wordcount(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     run_secs = time.perf_counter() - t0  # submit to idle: what bench/cluster.py divides by
     return {"refused": None if spark.sparkContext.master.startswith("local") else refused(spark),
             "run_secs": round(run_secs, 3), **counts}
+
+
+def scaling_topology(module: ModuleType, tasks: int, limit: int) -> Any:
+    """examples/wordcount.py's word count with every component at `tasks` tasks (one of each per
+    worker core), `limit` sentences per spout task, at least once through one acker."""
+    from squall import TopologyBuilder
+
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", module.RandomSentenceSpout(limit=limit), parallelism=tasks)
+    builder.set_bolt("split", module.SplitSentence(), parallelism=tasks).shuffle_grouping("sentences")
+    builder.set_bolt("count", module.WordCount(), parallelism=tasks).fields_grouping("split", ["word"])
+    return builder.create_topology()
+
+
+def expected_scaling_counts(module: ModuleType, tasks: int, limit: int) -> dict[str, int]:
+    """The words of the first `limit` sentences of each of `tasks` spout tasks, each generator
+    seeded as RandomSentenceSpout.open seeds its task."""
+    counts: Counter[str] = Counter()
+    for index in range(tasks):
+        spout = module.RandomSentenceSpout(limit=limit)
+        spout.rng = module.random.Random(spout.seed * 1_000_003 + index)
+        counts.update(w for _ in range(limit) for w in spout._sentence().split())
+    return dict(counts)
+
+
+def _driver_cpu() -> dict[str, float]:
+    """CPU seconds so far of this driver's Python process and of its JVM (py4j's gateway, a child)."""
+    from tests.support.cpu_caps import descendants, proc_cpu_secs
+
+    return {"python": proc_cpu_secs(os.getpid()), "jvm": sum(proc_cpu_secs(p) for p in descendants(os.getpid()))}
+
+
+def wordcount_scaling(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """The bounded word count at `--parallelism` tasks per component; its rates (as
+    bench/cluster.py's `throughput`), final counts, and the CPU the driver and each worker host's
+    group (`--cpu-groups`) used over the run, submit to idle."""
+    from squall import Config
+    from tests.support.cpu_caps import CpuCap
+    from tests.support.spark_cluster_job import run_wordcount
+
+    example = load(EXAMPLES / "wordcount.py")
+    tasks, limit = args.parallelism, args.limit
+    conf = {**example.CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 1}
+    if args.slots:  # Spark's default parallelism is at least 2, more than a 1-core cluster has
+        conf[Config.SQUALL_SPARK_SLOTS] = args.slots
+    module = SimpleNamespace(CONF=conf,
+                             build_topology=lambda _parallelism, limit: scaling_topology(example, tasks, limit))
+    groups = [CpuCap(name) for name in args.cpu_groups.split(",") if name]  # the cluster's groups, read only
+    cpu0, groups0, t0 = _driver_cpu(), [g.usage() for g in groups], time.perf_counter()
+    r = run_wordcount(module, limit, tasks, args.timeout, args.wave_tuples, extra_conf=CLUSTER_CONF,  # type: ignore[arg-type]
+                      engine="spark", spark=spark)
+    run_secs = time.perf_counter() - t0
+    cpu1, groups1 = _driver_cpu(), [g.usage() for g in groups]
+    sentences = tasks * limit
+    return {**r, "tasks": tasks, "limit_per_spout_task": limit, "sentences": sentences,
+            "run_secs": round(run_secs, 3), "sentences_per_s": round(sentences / run_secs, 1),
+            "bolt_tuples_per_s": round((r["split_emits"] + r["count_emits"] + sentences) / run_secs, 1),
+            "driver_cpu": {k: {"cores": round((cpu1[k] - cpu0[k]) / run_secs, 3),
+                               "cpu_secs": round(cpu1[k] - cpu0[k], 3)} for k in cpu0},
+            "worker_cpu": {g.name: g1.since(g0, run_secs) for g, g0, g1 in zip(groups, groups0, groups1)}}
+
+
+def hold(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """Keeps a Python worker busy on every executor core for `--hold` seconds, without squall's
+    engine: while it runs, each worker host has every kind of process it ever runs (the Worker
+    JVM, an executor JVM, PySpark's daemon and a Python worker it forked), for a test to look at."""
+    sc = spark.sparkContext
+    n = sc.defaultParallelism
+    secs = args.hold
+
+    def busy(_: Any) -> list[int]:
+        import os as o
+        import time as t
+
+        t.sleep(secs)
+        return [o.getpid()]
+
+    return {"python_workers": sorted(set(sc.parallelize(range(n), n).mapPartitions(busy).collect()))}
 
 
 def _split_class() -> Any:
@@ -286,7 +368,7 @@ def all_scenarios(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
 
 SCENARIOS = {"wordcount": wordcount, "trident-pg": trident_pg, "rabbitmq": rabbitmq, "wordcount-loss": wordcount_loss,
-             "all": all_scenarios}
+             "wordcount-scaling": wordcount_scaling, "hold": hold, "all": all_scenarios}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,12 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="")
     p.add_argument("--dsn", default="")
     p.add_argument("--table", default="")
+    p.add_argument("--hold", type=float, default=10.0, help="hold: seconds each Python task runs")
+    p.add_argument("--slots", type=int, default=0, help="wordcount-scaling: resident slots (0: Spark's default)")
+    p.add_argument("--cpu-groups", default="", help="wordcount-scaling: the worker hosts' CPU groups to read, a,b,...")
     p.add_argument("--rabbit-limit", type=int, default=0, help="'all': sentences on $SQUALL_EXAMPLE_QUEUE (0: skip)")
     p.add_argument("--shared", required=True, help="a directory every host sees (here: the same disk)")
     args = p.parse_args(argv)
-    CLUSTER_CONF.update({"squall.shared.paths": [args.shared],
-                         "squall.checkpoint.dir": os.path.join(args.shared, "checkpoints"),
-                         "squall.dead.letter.path": os.path.join(args.shared, "dead-letters.jsonl")})
+    # What a topology that runs on local[2] needs changed on a cluster: the master URL and this, nothing else
+    CLUSTER_CONF.update({"squall.checkpoint.dir": os.path.join(args.shared, "checkpoints")})
 
     t0 = time.monotonic()
     spark = session(args)

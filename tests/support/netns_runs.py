@@ -35,18 +35,20 @@ def job_command(cluster: NetnsCluster, scenario: str, *opts: str) -> list[str]:
             "--ui-port", str(UI_PORT), "--shared", str(cluster.tmp / "shared"), *opts]
 
 
-def run_job(cluster: NetnsCluster, scenario: str, *opts: str, env: dict | None = None) -> dict[str, Any]:
+def run_job(cluster: NetnsCluster, scenario: str, *opts: str, env: dict | None = None,
+            timeout: float = JOB_TIMEOUT_SECS) -> dict[str, Any]:
+    """Runs one job to its end (at most `timeout` seconds, then it is killed); its JSON result."""
     err = cluster.tmp / f"job-{scenario}.stderr"
     with open(err, "wb") as f:
         job = subprocess.Popen(job_command(cluster, scenario, *opts), cwd=str(ROOT), stdout=subprocess.PIPE,
                                stderr=f, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
                                start_new_session=True)
         try:
-            out, _ = job.communicate(timeout=JOB_TIMEOUT_SECS)
+            out, _ = job.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
-            raise JobError(f"{scenario} took more than {JOB_TIMEOUT_SECS}s:\n{tail(err)}") from None
+            raise JobError(f"{scenario} took more than {timeout}s:\n{tail(err)}") from None
     if job.returncode != 0:
         raise JobError(f"{scenario} failed ({job.returncode}):\n{tail(err)}")
     return json.loads(out.decode().strip().splitlines()[-1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 
 import pytest
@@ -63,12 +62,12 @@ def test_what_the_standard_pickle_cannot_take_is_not_checked():
 def test_a_process_unpickles_a_token_once():
     loads = CountingLoads()
     part, made = fixed_parts.made(("t", 1), {"table": {"a": 1}}, 3, pickle.dumps, check=True)
-    assert fixed_parts.received(("t", 1), part, 3, loads, True, None) is made  # made here: no unpickling
+    assert fixed_parts.received(("t", 1), part, 3, loads, True) is made  # made here: no unpickling
     assert loads.calls == 0
     fixed_parts.drop(("t", 1))
-    got = fixed_parts.received(("t", 1), part, 4, loads, True, None)  # as another process would
+    got = fixed_parts.received(("t", 1), part, 4, loads, True)  # as another process would
     assert loads.calls == 1 and got.objects == {"table": {"a": 1}}
-    assert fixed_parts.received(("t", 1), part, 5, loads, True, None) is got
+    assert fixed_parts.received(("t", 1), part, 5, loads, True) is got
     assert loads.calls == 1
 
 
@@ -78,7 +77,7 @@ def test_a_task_carrying_new_fixed_attributes_lets_the_old_go():
     assert old.token != new.token
     assert set(fixed_parts._HELD) == {new.token}
     loads = CountingLoads()
-    assert fixed_parts.received(("t", 1), FixedPart(old.token, old.blob, 1), 3, loads, False, None).objects == {
+    assert fixed_parts.received(("t", 1), FixedPart(old.token, old.blob, 1), 3, loads, False).objects == {
         "table": {"a": 1}}  # an old State (a wave run again) still has its bytes
     assert loads.calls == 1
 
@@ -92,45 +91,6 @@ def test_the_user_bolt_inside_squall_wrappers():
     assert user_instance(bolt) is bolt
     assert fixed_names(BasicBoltExecutor(bolt)) == ()
     assert fixed_names(bolt) == ("table",)
-
-
-def test_a_token_old_enough_goes_to_a_file_that_a_process_reads_once(tmp_path):
-    part, _ = fixed_parts.made(("t", 1), {"table": {"a": 1}}, 10, pickle.dumps, check=False)
-    assert fixed_parts.spill(part, str(tmp_path), 10 + fixed_parts.SPILL_AFTER_WAVES - 1) is part  # too young
-    spilled = fixed_parts.spill(part, str(tmp_path), 10 + fixed_parts.SPILL_AFTER_WAVES)
-    assert spilled == FixedPart(part.token, None, 10)
-    assert (tmp_path / str(part.token)).read_bytes() == part.blob
-    fixed_parts.drop(("t", 1))  # another process: it has only the State's token
-    loads = CountingLoads()
-    got = fixed_parts.received(("t", 1), spilled, 14, loads, False, str(tmp_path))
-    assert got.objects == {"table": {"a": 1}} and loads.calls == 1
-    assert fixed_parts.received(("t", 1), spilled, 15, loads, False, str(tmp_path)) is got and loads.calls == 1
-
-
-def test_a_gone_file_says_so(tmp_path):
-    with pytest.raises(RuntimeError, match=r"fixed attributes file .* is gone"):
-        fixed_parts.received(("t", 1), FixedPart(7, None, 1), 2, pickle.loads, False, str(tmp_path))
-
-
-def test_a_token_file_goes_once_its_task_moved_on_at_a_checkpointed_build(tmp_path):
-    from squall.engine.spark.fixed_files import FixedFiles  # noqa: PLC0415
-
-    files = FixedFiles(str(tmp_path))
-    for token in (11, 12, 21):
-        with open(os.path.join(files.dir, str(token)), "wb") as f:
-            f.write(b"x")
-    files.reported(1, "enrich", 1, 11)
-    files.reported(1, "enrich", 2, 21)
-    files.reported(5, "enrich", 1, 12)  # task 1 assigned a new table at build 5
-    files.cut(4)  # a checkpoint from before it moved on: a task of build 5 may still read 11
-    assert files.files() == ["11", "12", "21"]
-    files.cut(5)
-    assert files.files() == ["12", "21"]
-    files.reported(6, "enrich", 2, 21)  # unchanged: nothing left behind
-    files.cut(30)
-    assert files.files() == ["12", "21"]
-    files.close()
-    assert not os.path.exists(files.dir)
 
 
 def test_a_big_table_is_checked_less_often_in_proportion():

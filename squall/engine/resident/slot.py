@@ -1,180 +1,161 @@
-"""A slot: one long-lived process holding bolt tasks, of any number of topologies, that answers
-the driver's requests in the order they come (`serve`).
+"""A slot: one long-lived process holding tasks of any number of topologies (spout tasks, bolt
+tasks, acker partitions), that takes part in their waves with the driver and the other slots
+(docs/design.md).
 
-The requests, each `(kind, request id, ...)`, answered `("ok", id, payload)` or `("error", id, text)`:
-- `load(uid, setup)`: a topology's bolts and conf (cloudpickled), before its first step here;
-- `step(uid, wave, now, items, snapshot)`: one wave's inputs for some of its tasks at one level,
-  `items` being (task id, [pickled batch, ...]); each task runs them and the answer holds, per task,
-  what it sends on (pickled once, here), its ack messages and the rest of its result; with
-  `snapshot`, every listed task (with inputs or not) also gives its carried state;
-- `restore(uid, tasks)`: rebuild tasks from a snapshot (or from scratch) and run again the steps
-  they had taken since, their output thrown away: what a slot started again, or a rollback, needs;
-- `drop(uid)`: the topology is gone (its bolts' cleanup runs); `stop`: the slot ends.
+One thread runs everything a topology's tasks do, so a spout's callbacks never run concurrently
+and every task takes its waves in order; other threads only read connections into the inbox and
+write queued messages out (squall.engine.resident.wire.Writer). What the driver says:
+- `load(uid, setup)`: a topology (cloudpickled `Setup`): its spout tasks here are made and opened;
+- `book(addresses)`: where every slot listens;
+- `marker(uid, epoch, Marker)`: a wave starts;
+- `level` / `acks` from the driver itself (driver-bound spouts), as from a slot;
+- `active(uid, on)`, `copy(uid, rid, component)` (a copy of a spout task's instance), `drop(uid)`, `stop`.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
-import pickle
+import os
+import queue
+import sys
+import threading
 import time
 import traceback
+from collections import deque
 from typing import Any
 
 import numpy as np
 
-from squall.api.config import Config, component_conf
-from squall.engine import fixed_parts
-from squall.engine.bolt_task import BoltTask
-from squall.engine.fixed_parts import FixedPart
-from squall.engine.gc_tuning import freeze_after_first_task, gc_paused, tune_gc
+from squall.engine.gc_tuning import freeze_after_first_task, tune_gc
 from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.resident import wire
-from squall.engine.sealing import portable_captured, seal_outputs
-from squall.engine.task_kinds import bolt_task_class
+from squall.engine.resident.messages import DRIVER
+from squall.engine.resident.peers import Peers
+from squall.engine.resident.slot_topology import SlotTopology
 
 log = logging.getLogger("squall")
 
 
-class SlotTopology:
-    """One topology's bolt tasks in this slot, made on first use."""
+class SlotProcess:
+    """This process as slot `index`: its link to the driver, its peers, its topologies."""
 
-    def __init__(self, setup: bytes):
-        from pyspark import cloudpickle  # noqa: PLC0415 - bolts may be lambdas or local classes
+    def __init__(self, conn: Any, index: int, incarnation: int, authkey: bytes, family: str, host: str | None):
+        self.index = index
+        self.incarnation = incarnation
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.local: deque = deque()  # messages this slot sent to itself, handled before the inbox
+        self.driver_meter = wire.Meter()  # what this slot sent the driver
+        self.driver = wire.Writer(conn, f"squall-slot{index}-to-driver", self.driver_meter)
+        self.conn = conn
+        self.peers = Peers(index, incarnation, authkey, family, host, self.inbox)
+        self.topologies: dict[str, SlotTopology] = {}
+        threading.Thread(target=self._read_driver, name=f"squall-slot{index}-driver", daemon=True).start()
 
-        self.topology, self.conf, self.capture = cloudpickle.loads(setup)
-        self.dumps, self.loads = cloudpickle.dumps, cloudpickle.loads
-        tune_gc(self.conf)
-        tune_malloc(self.conf)
-        self.gc_tune = self.conf.get(Config.SQUALL_GC_TUNE, True)
-        self.tasks: dict[int, BoltTask] = {}
-        self.fixed_sent: set[int] = set()  # fixed attributes' tokens the driver has the bytes of
-
-    def _where(self, tid: int) -> tuple[str, int]:
-        comp = self.topology.task_component[tid]
-        return comp, self.topology.task_ids[comp].index(tid)
-
-    def task(self, tid: int) -> BoltTask:
-        task = self.tasks.get(tid)
-        if task is None:
-            task = self.tasks[tid] = self._fresh(tid)
-        return task
-
-    def _fresh(self, tid: int) -> BoltTask:
-        comp, idx = self._where(tid)
-        spec = self.topology.specs[comp]
-        return bolt_task_class(spec.obj)(self.topology, comp, idx, component_conf(self.conf, spec),
-                                         copy.deepcopy(spec.obj), self.capture)
-
-    def step(self, wave: int, now: float | None, items: list[tuple[int, list[bytes]]], snapshot: bool) -> list:
-        out = []
-        for tid, blobs in items:
-            t0 = time.perf_counter()
-            task = self.task(tid)
-            sent: list = []
-            roots = vals = res = counters = None
-            if blobs:
-                with gc_paused(self.gc_tune):
-                    res = task.run([pickle.loads(b) for b in blobs], wave, now)
-                    sent = [(target, wire.blob(b)) for target, b in seal_outputs(res, to_bytes=True)]
-                if res.ack_roots:
-                    roots, vals = np.concatenate(res.ack_roots), np.concatenate(res.ack_vals)
-                counters = res.counters
-                res.outputs, res.ack_roots, res.ack_vals = [], [], []  # they travel apart
-                if res.captured:
-                    res.captured = portable_captured(res.captured)
-            t1 = time.perf_counter()
-            snap = self._snapshot(task, wave) if snapshot else None
-            out.append((tid, sent, roots, vals, res, counters, snap, t1 - t0, time.perf_counter() - t1))
-        freeze_after_first_task()
-        return out
-
-    def _snapshot(self, task: BoltTask, wave: int) -> tuple:
-        """The task's carried state as of this step; its fixed attributes' bytes only the first time."""
-        blob, fixed = task.snapshot(self.dumps, wave)
-        if fixed is not None:
-            if fixed.token in self.fixed_sent or fixed.blob is None:
-                fixed = FixedPart(fixed.token, None, fixed.made)
-            else:
-                self.fixed_sent.add(fixed.token)
-                fixed = FixedPart(fixed.token, wire.blob(fixed.blob), fixed.made)
-        return wire.blob(blob), fixed
-
-    def restore(self, tasks: list[tuple[int, tuple | None, list]]) -> int:
-        """Each task from its snapshot (wave, blob, fixed part) or from scratch, then its steps
-        since, run again; returns how many steps were run."""
-        ran = 0
-        for tid, base, steps in tasks:
-            if base is None:
-                task = self._fresh(tid)
-            else:
-                wave, blob, fixed = base
-                comp, idx = self._where(tid)
-                spec = self.topology.specs[comp]
-                task = bolt_task_class(spec.obj).restore(self.topology, comp, idx, component_conf(self.conf, spec),
-                                                         blob, self.loads, self.capture, fixed, wave)
-                if fixed is not None:
-                    self.fixed_sent.add(fixed.token)
-            with gc_paused(self.gc_tune):
-                for wave, now, blobs in steps:
-                    task.run([pickle.loads(b) for b in blobs], wave, now)
-                    ran += 1
-            self.tasks[tid] = task
-        return ran
-
-    def drop(self) -> None:
-        for task in self.tasks.values():
+    def _read_driver(self) -> None:
+        while True:
             try:
-                task.cleanup()
-            except Exception:  # noqa: BLE001 - a bolt's cleanup must not keep the slot from going on
-                log.exception("squall slot: cleanup of %s[%d] raised", task.component, task.task_id)
-            fixed_parts.drop(task._fixed_key())
-        self.tasks.clear()
-
-
-def serve(conn: Any) -> None:
-    """Answer the driver's requests, in order, until it says stop or goes away."""
-    held: dict[str, SlotTopology] = {}
-    while True:
-        try:
-            msg = wire.recv(conn)
-        except (EOFError, OSError):
-            break
-        except Exception as e:  # noqa: BLE001 - a request this process cannot unpickle: it alone fails
-            msg = ("unreadable", None, f"{type(e).__name__}: {e}")
-        kind, rid, args = msg[0], msg[1], msg[2:]
-        try:
-            if kind == "stop":
-                wire.send(conn, ("ok", rid, None))
+                msg = wire.recv(self.conn)
+            except (OSError, EOFError):
                 break
-            reply = ("ok", rid, _handle(held, kind, args))
-        except Exception as e:  # noqa: BLE001 - the driver decides what a failed request costs
-            reply = ("error", rid, f"{type(e).__name__}: {e}", traceback.format_exc())
-        try:
-            wire.send(conn, reply)
-        except (EOFError, OSError):
-            break
-    for topo in held.values():
-        topo.drop()
+            except Exception as e:  # noqa: BLE001 - a message this process cannot read
+                self.inbox.put(("unreadable", DRIVER, f"{type(e).__name__}: {e}"))
+                continue
+            self.inbox.put(msg)
+        self.inbox.put(("stop",))  # the driver is gone: nothing left to do
 
+    # -- sending ----------------------------------------------------------------------------
 
-def _handle(held: dict[str, SlotTopology], kind: str, args: tuple) -> Any:
-    if kind == "step":
-        uid, wave, now, items, snapshot = args
-        return held[uid].step(wave, now, items, snapshot)
-    if kind == "load":
-        uid, setup = args
-        if uid not in held:
-            held[uid] = SlotTopology(setup)
-        return None
-    if kind == "restore":
-        uid, tasks = args
-        return held[uid].restore(tasks)
-    if kind == "drop":
-        topo = held.pop(args[0], None)
-        if topo is not None:
+    def send(self, dest: int, message: tuple) -> None:
+        if dest == self.index:
+            self.local.append(message)
+        elif dest == DRIVER:
+            self.driver.put(message)
+        else:
+            self.peers.send(dest, message)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        tune_gc({})
+        tune_malloc({})
+        while True:
+            msg = self.local.popleft() if self.local else self.inbox.get()
+            kind = msg[0]
+            if kind == "stop":
+                break
+            try:
+                self._handle(kind, msg)
+            except Exception as e:  # noqa: BLE001 - a topology's failure is its own, not the slot's
+                uid = msg[1] if len(msg) > 1 and isinstance(msg[1], str) else None
+                self._failed(uid, e)
+        for topo in list(self.topologies.values()):
             topo.drop()
-        return None
-    if kind == "unreadable":
-        raise ValueError(f"the slot could not read the request: {args[0]}")
-    raise ValueError(f"a slot does not know the request {kind!r}")
+        self.peers.close()
+        self.driver.close(wait=5.0)
+
+    def _handle(self, kind: str, msg: tuple) -> None:
+        if kind == "book":
+            self.peers.set_book(msg[1])
+            return
+        if kind == "load":
+            _, uid, setup = msg
+            if uid not in self.topologies:
+                self.topologies[uid] = SlotTopology(self, uid, setup)
+            self.send(DRIVER, ("loaded", uid, self.index))
+            return
+        if kind == "peer_gone":
+            _, peer, inc = msg
+            self.send(DRIVER, ("peer_gone", self.index, peer, inc))
+            return
+        if kind == "unreadable":
+            raise RuntimeError(f"slot {self.index} could not read a message from {msg[1]}: {msg[2]}")
+        topo = self.topologies.get(msg[1])
+        if topo is None:
+            return  # a topology dropped here (or never loaded): what was in flight for it goes
+        if kind == "drop":
+            del self.topologies[msg[1]]
+            topo.drop()
+            return
+        topo.handle(kind, msg)
+        freeze_after_first_task()
+
+    def _failed(self, uid: str | None, e: BaseException) -> None:
+        """A topology's message raised here: the driver stops that topology and says why."""
+        text = _describe(e)
+        log.error("squall slot %d: topology %s failed: %s", self.index, uid, text)
+        topo = self.topologies.pop(uid, None) if uid is not None else None
+        if topo is not None:
+            try:
+                topo.drop()
+            except Exception:  # noqa: BLE001, S110 - it failed already
+                pass
+        self.send(DRIVER, ("failed", uid, self.index, text))
+
+
+def _describe(e: BaseException) -> str:
+    """An error as the driver shows it: the exception, where it was raised, and this process's Python."""
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-6:])
+    return (f"{type(e).__name__}: {e}\n(on slot process pid {os.getpid()}, Python {sys.executable} "
+            f"{sys.version.split()[0]})\n{tb}")
+
+
+def serve(conn: Any, index: int, authkey: bytes, family: str, host: str | None, hello: dict) -> None:
+    """Be slot `index` on `conn` (already admitted by the driver) until the driver says stop or goes
+    away. The driver first hears `hello` with this slot's peer address added."""
+    slot = SlotProcess(conn, index, os.getpid(), authkey, family, host)
+    slot.driver.put({**hello, "address": slot.peers.address})
+    t0 = time.perf_counter()
+    try:
+        slot.serve()
+    finally:
+        log.debug("squall slot %d served %.1f s", index, time.perf_counter() - t0)
+
+
+def fold_xor(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ack messages folded per root (XOR is associative): one value a root leaves the slot."""
+    if len(roots) < 2:
+        return roots, vals
+    order = np.argsort(roots, kind="stable")
+    r, v = roots[order], vals[order]
+    starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
+    return r[starts], np.bitwise_xor.reduceat(v, starts)

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import socket
 import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 _COUNT = struct.Struct("<I")
@@ -23,7 +27,26 @@ def blob(data: bytes) -> pickle.PickleBuffer:
     return pickle.PickleBuffer(data)
 
 
-def send(conn: Any, message: Any) -> None:
+@dataclass
+class Meter:
+    """What crossed one connection: messages, header bytes, and the bytes of the frames carried
+    out of band (pickled batches: tuple payload)."""
+
+    messages: int = 0
+    header_bytes: int = 0
+    frame_bytes: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return self.header_bytes + self.frame_bytes
+
+    def add(self, other: Meter) -> None:
+        self.messages += other.messages
+        self.header_bytes += other.header_bytes
+        self.frame_bytes += other.frame_bytes
+
+
+def send(conn: Any, message: Any, meter: Meter | None = None) -> None:
     """One message: its header, then each wrapped byte string as a frame."""
     frames: list[memoryview] = []
 
@@ -38,14 +61,56 @@ def send(conn: Any, message: Any) -> None:
     conn.send_bytes(_COUNT.pack(len(frames)) + header)
     for frame in frames:
         conn.send_bytes(frame)
+    if meter is not None:
+        meter.messages += 1
+        meter.header_bytes += len(header) + _COUNT.size
+        meter.frame_bytes += sum(f.nbytes for f in frames)
 
 
-def recv(conn: Any) -> Any:
+def recv(conn: Any, meter: Meter | None = None) -> Any:
     """One message, its byte strings as `bytes` (raises EOFError when the peer is gone)."""
     first = conn.recv_bytes()
     (count,) = _COUNT.unpack_from(first)
     frames = [conn.recv_bytes() for _ in range(count)]
+    if meter is not None:
+        meter.messages += 1
+        meter.header_bytes += len(first)
+        meter.frame_bytes += sum(len(f) for f in frames)
     return pickle.loads(memoryview(first)[_COUNT.size:], buffers=frames)
+
+
+class Writer:
+    """Sends messages on one connection, in order, from a thread of its own: a send blocked on a
+    full socket then never holds up its sender's loop (two processes each blocked sending to the
+    other, neither reading, would wait for ever). `on_error` hears of a send that failed (the peer
+    is gone); later messages are dropped."""
+
+    def __init__(self, conn: Any, name: str, meter: Meter | None = None,
+                 on_error: Callable[[BaseException], None] | None = None):
+        self.conn = conn
+        self.meter = meter
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._on_error = on_error
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, message: Any) -> None:
+        self._q.put(message)
+
+    def close(self, wait: float = 0.0) -> None:
+        """No more messages; with `wait`, give the thread that long to send what is queued."""
+        self._q.put(None)
+        if wait:
+            self._thread.join(wait)
+
+    def _run(self) -> None:
+        while (message := self._q.get()) is not None:
+            try:
+                send(self.conn, message, self.meter)
+            except (OSError, EOFError, ValueError) as e:
+                if self._on_error is not None:
+                    self._on_error(e)
+                return
 
 
 def no_delay(conn: Any) -> None:

@@ -1,21 +1,22 @@
 """Refusing host-local resources on a Spark cluster, at submit.
 
-On `local[...]` every task runs on the driver's host, so a SQLite file, a dead-letter file or a
-temp checkpoint directory is one place. On a cluster each would silently become one file per host
-(whichever ran the task), or a directory other hosts cannot read. So when the master is not
-`local[...]`, submit refuses (spouts run on the driver, so what they hold -- Trident's batch
-metadata in a SQLite file, say -- stays on one host: the caller passes bolts only):
+On `local[...]` every task runs on the driver's host, so a SQLite file or a temp snapshot
+directory is one place. On a cluster each would silently become one file per host (whichever ran
+the task), or a directory other hosts cannot read. So when the master is not `local[...]`, submit
+refuses (driver-bound spouts run on the driver, so what they hold -- Trident's batch metadata in
+a SQLite file, say -- stays on one host: the caller passes the other components):
 
-- any bolt, or object a bolt holds (a Trident state factory, a stateful bolt's provider), whose
-  class says `HOST_LOCAL = True` (duck-typed: SQLite state; `squall.state`
+- any bolt or executor spout, or object one holds (a Trident state factory, a stateful bolt's
+  provider), whose class says `HOST_LOCAL = True` (duck-typed: SQLite state; `squall.state`
   providers declare it too), unless its `path` is under a declared shared path;
-- the JSON-lines dead-letter file (`squall.dead.letter.path`) outside a shared path;
-- no `squall.checkpoint.dir`, or one on a local disk.
+- no `squall.checkpoint.dir` (the slots' snapshots are there; whether every host sees the same
+  directory is checked by each slot when it loads the topology: squall.engine.resident.snapshots).
 
-A path is shared when it is a URI of a distributed filesystem (hdfs://, s3a://, ...) or is under
+The dead-letter file is not refused: only the driver writes it. A path is shared when it is under
 one of `squall.shared.paths` (a list, or a comma-separated string, of mount points every host
-sees: NFS and the like). Trident's MemoryMapState is allowed: on Spark its dict lives in the
-driver (squall.trident.service), one copy whatever host runs the task.
+sees: NFS and the like); a URI of a distributed filesystem (hdfs://, s3a://, ...) is shared for a
+state's path. Trident's MemoryMapState is allowed: on Spark its dict lives in the driver
+(squall.trident.service), one copy whatever host runs the task.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from squall.api.config import Config
 
 SHARED_PATHS = Config.SQUALL_SHARED_PATHS
 CHECKPOINT_DIR = Config.SQUALL_CHECKPOINT_DIR
-DEAD_LETTER_PATH = Config.SQUALL_DEAD_LETTER_PATH
-DEAD_LETTER_SINK = Config.SQUALL_DEAD_LETTER_SINK
 
 ALTERNATIVES = ("use PostgreSQL or Redis state (PostgresMapState, RedisMapState), or put the file on storage "
                 f"every host sees and declare it in {SHARED_PATHS!r} (e.g. ['/mnt/shared'])")
@@ -104,18 +103,13 @@ def check_cluster_resources(master: str, conf: dict, components: dict[str, Any])
     if objs:
         problems.append("host-local state (one file or memory per host, never the same data): "
                         + "; ".join(objs) + f". Instead {ALTERNATIVES}.")
-    if conf.get(DEAD_LETTER_SINK) is None:
-        path = str(conf.get(DEAD_LETTER_PATH) or Config.DEFAULTS[DEAD_LETTER_PATH])
-        if not is_shared(path, conf):
-            problems.append(f"the dead-letter file {DEAD_LETTER_PATH}={path!r} is on one host's disk: set "
-                            f"{DEAD_LETTER_SINK!r} to an object with write(record) (a broker, a database), or put "
-                            f"{DEAD_LETTER_PATH!r} under a path declared in {SHARED_PATHS!r}.")
     ckpt = conf.get(CHECKPOINT_DIR)
     if not ckpt:
-        problems.append(f"no {CHECKPOINT_DIR!r}: on a cluster Spark's checkpoints must be readable by every host; "
-                        f"set it to hdfs://..., s3a://... or a directory under {SHARED_PATHS!r}.")
-    elif not is_shared(str(ckpt), conf):
-        problems.append(f"{CHECKPOINT_DIR}={ckpt!r} is on a local disk other hosts cannot read: use hdfs://, "
-                        f"s3a://... or declare its mount in {SHARED_PATHS!r}.")
+        problems.append(f"no {CHECKPOINT_DIR!r}: on a cluster the slots write their snapshots there, and a slot "
+                        "restores another host's tasks from them; set it to a directory every host mounts (each "
+                        "slot checks it sees the driver's own there when it loads the topology).")
+    elif "://" in str(ckpt) and not str(ckpt).startswith("file:"):
+        problems.append(f"{CHECKPOINT_DIR}={ckpt!r}: snapshots are written with the file system; use a directory "
+                        "every host mounts.")
     if problems:
         raise HostLocalResourceError(f"refusing to submit to the Spark cluster {master}:\n- " + "\n- ".join(problems))

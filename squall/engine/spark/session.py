@@ -117,14 +117,15 @@ def get_or_create_session(master: str | None = None, app_name: str = "squall", u
 
 def topology_session(spark: Any, conf: dict, topology: Any) -> Any:
     """The session a topology's bolts run in, for either way of running them: squall's own when
-    `spark` is None or a master URL (the topology's UI and log level settings), else `spark`. Bolts
-    that hold host-local resources are refused on a cluster; spouts (and Trident's batch metadata
-    they keep) run on the driver, one host."""
+    `spark` is None or a master URL (the topology's UI and log level settings), else `spark`.
+    Components that run on the executors and hold host-local resources are refused on a cluster;
+    driver-bound spouts (and Trident's batch metadata they keep) run on the driver, one host."""
     if spark is None or isinstance(spark, str):
         spark = get_or_create_session(spark, ui=bool(conf.get(Config.SQUALL_SPARK_UI)),
                                       log_level=conf.get(Config.SQUALL_SPARK_LOG_LEVEL))
     check_cluster_resources(spark.sparkContext.master, conf,
-                            {c: spec.obj for c, spec in topology.specs.items() if not spec.is_spout})
+                            {c: spec.obj for c, spec in topology.specs.items()
+                             if not (spec.is_spout and getattr(type(spec.obj), "DRIVER_BOUND", False))})
     return spark
 
 

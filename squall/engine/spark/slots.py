@@ -1,10 +1,11 @@
-"""Resident slots hosted by Spark: each slot is a Spark job of one task that runs until told to
-stop, in one of the executors' Python workers (squall.engine.resident.slot). Spark places it, and
-when its process dies Spark runs the task again (up to the master's task attempts; after that the
-job fails and is submitted again here), and the new process connects back to the driver.
+"""Slots hosted by Spark: each slot is a Spark job of one task that runs until told to stop, in
+one of the executors' Python workers (squall.engine.resident.slot). Spark places it, and when its
+process dies Spark runs the task again (up to the master's task attempts; after that the job
+fails and is submitted again here), and the new process connects back to the driver.
 
 The driver listens on a Unix socket when every executor is on its host (`local[...]`,
-`local-cluster[...]`), else on TCP at `spark.driver.host`; a connection is admitted by the HMAC
+`local-cluster[...]`), else on TCP at `spark.driver.host`; slots listen for each other the same
+way (TCP on the address they reach the driver from). A connection is admitted by the HMAC
 challenge of `multiprocessing.connection` with a key only this driver's closures carry.
 """
 
@@ -25,11 +26,11 @@ from typing import Any
 
 from squall.api.config import Config
 from squall.engine.resident import wire
-from squall.engine.resident.executor import ResidentExecutor
+from squall.engine.resident.driver import ClusterDriver
 from squall.engine.resident.pool import Connected, SlotPool
 from squall.engine.spark.host_local import is_local_master
 from squall.engine.spark.logs import spark_log_note
-from squall.engine.spark.session import topology_session, ui_url
+from squall.engine.spark.session import temp_checkpoint_dir, topology_session, ui_url
 
 log = logging.getLogger("squall")
 
@@ -39,7 +40,8 @@ _POOLS_LOCK = threading.Lock()
 
 
 def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[int]], Iterator[bytes]]:
-    """What a slot's Spark task runs: connect to the driver, say which slot it is, then serve."""
+    """What a slot's Spark task runs: connect to the driver, say which slot it is and where it
+    listens for the other slots, then serve."""
 
     def run(it: Iterable[int]) -> Iterator[bytes]:
         from pyspark import TaskContext  # noqa: PLC0415
@@ -50,15 +52,24 @@ def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[i
         conn = Client(address, family=family, authkey=authkey)
         wire.no_delay(conn)
         tc = TaskContext.get()
-        wire.send(conn, {"slot": index, "pid": os.getpid(), "host": socket.gethostname(),
-                         "attempt": tc.attemptNumber() if tc is not None else 0})
+        hello = {"slot": index, "pid": os.getpid(), "host": socket.gethostname(),
+                 "attempt": tc.attemptNumber() if tc is not None else 0}
         try:
-            serve(conn)
+            serve(conn, index, authkey, family, _local_address(conn) if family == "AF_INET" else None, hello)
         finally:
             conn.close()
         return iter(())
 
     return run
+
+
+def _local_address(conn: Any) -> str:
+    """The address this process reaches the driver from: the other slots reach it there too."""
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    try:
+        return sock.getsockname()[0]
+    finally:
+        sock.close()
 
 
 def task_attempts(sc: Any) -> int:
@@ -84,9 +95,11 @@ class SparkSlots:
         self._running = False
         self._jobs: list[threading.Thread] = []
         self._hellos: dict[int, int] = {}
+        self.authkey = secrets.token_bytes(32)
+        self.family = "AF_UNIX" if is_local_master(sc.master) else "AF_INET"
 
     def _listen(self) -> Listener:
-        self._key = secrets.token_bytes(32)
+        self._key = self.authkey
         if is_local_master(self.sc.master):
             self._dir = tempfile.mkdtemp(prefix="squall-slots-")
             self._family = "AF_UNIX"
@@ -131,6 +144,8 @@ class SparkSlots:
         """Slot `index`'s Spark job, submitted again whenever it ends while the slots run."""
         failures = 0
         while self._running:
+            if self.sc._jsc is None:  # the context was stopped under the slots
+                return
             hellos = self._hellos.get(index, 0)
             self.sc.setJobGroup(self._group(index), f"squall resident slot {index}", interruptOnCancel=True)
             try:
@@ -187,8 +202,11 @@ def pool_for(sc: Any, conf: dict) -> SlotPool:
         return pool
 
 
-def resident_executor(topology: Any, conf: dict, spark: Any = None, capture: bool = False) -> ResidentExecutor:
-    """The Spark engine with resident tasks: the session and refusals per-wave has too
-    (`topology_session`), and the context's slot pool."""
+def cluster_driver(name: str, topology: Any, conf: dict, clock: Any, spark: Any = None,
+                   capture: bool = False) -> ClusterDriver:
+    """The Spark engine's driver of a topology: the session (`topology_session`), the context's
+    slot pool, and a checkpoint directory for the slots' snapshots."""
     sc = topology_session(spark, conf, topology).sparkContext
-    return ResidentExecutor(topology, conf, pool_for(sc, conf), capture, ui_url(sc), engine="spark")
+    if not conf.get(Config.SQUALL_CHECKPOINT_DIR):
+        conf = {**conf, Config.SQUALL_CHECKPOINT_DIR: sc.getCheckpointDir() or temp_checkpoint_dir()}
+    return ClusterDriver(name, topology, conf, clock, pool_for(sc, conf), capture, "spark", ui_url(sc))

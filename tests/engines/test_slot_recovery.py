@@ -1,21 +1,23 @@
-"""What the Spark engine's resident tasks (the default, squall.engine.resident) must prove: a task
-keeps its state in its slot from wave to wave, and when a slot's process dies (killed between
-waves, or in the middle of one) its tasks are rebuilt from their snapshots and logged steps, so
-the results match the local engine's; a request that keeps killing its slot loses only its wave,
-and the waves after it that built on its state leave no trace (nothing is applied twice); a
-poison root is bisected out and dead-lettered; topologies share the slots."""
+"""What the Spark engine's slots must prove (docs/design.md): every task (spouts, bolts, ackers) keeps
+its state in its slot from wave to wave, and when a slot's process dies (between waves, or in the
+middle of one) every task rolls back to the confirmed snapshot, the dead slot's tasks move to live
+slots, and the waves since the snapshot run again from the spouts' kept batches, so the results
+match the local engine's; a wave that keeps killing its slot is lost alone, and a poison root is
+bisected out and dead-lettered; topologies share the slots; nothing a bolt emits crosses the
+driver's connections."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from squall import Bolt, Config, LocalCluster, TopologyBuilder
-from squall.engine.resident import executor as resident
+from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
+from squall.engine.resident import recovery as driver_recovery
 from tests.support.recovery_topologies import (
     PassOn,
     RecordExecutions,
@@ -29,11 +31,11 @@ pytestmark = pytest.mark.spark
 RESTART_SECS = 120
 
 
-def kill_slots(cluster: LocalCluster, name: str) -> list[int]:
-    """SIGKILL the process of every slot of a running topology (the pids its slots reported; they
-    are Python workers of this test run's own SparkContext) and wait until each is back."""
-    slots = cluster.coordinator(name).executor.slots
-    before = [(s, s.incarnation, s.pid) for s in slots]
+def kill_slots(cluster: LocalCluster, name: str, which: list[int] | None = None) -> list[int]:
+    """SIGKILL the processes of a running topology's slots (all, or `which`; the pids its slots
+    reported: Python workers of this test run's own SparkContext) and wait until each is back."""
+    slots = cluster.coordinator(name).pool.slots
+    before = [(s, s.incarnation, s.pid) for s in slots if which is None or s.index in which]
     for _, _, pid in before:
         os.kill(pid, signal.SIGKILL)
     for s, incarnation, _ in before:
@@ -42,7 +44,8 @@ def kill_slots(cluster: LocalCluster, name: str) -> list[int]:
 
 
 def join_rounds(cluster_kwargs: dict, conf: dict, kill_at: tuple[int, ...] = (), rounds: int = 8):
-    """tests/engines/test_spark_engine.py's rounds of joins; the slots killed after rounds `kill_at`."""
+    """Rounds of joins held across waves (tests/support/recovery_topologies.py); the slots are
+    killed after rounds `kill_at`."""
     feeder, tracker, topo = join_topology()
     with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("join", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000, **conf}, topo)
@@ -54,6 +57,7 @@ def join_rounds(cluster_kwargs: dict, conf: dict, kill_at: tuple[int, ...] = (),
             cluster.wait_idle()
             if rnd in kill_at:
                 kill_slots(cluster, "join")
+        cluster.wait_idle()
         coord = cluster.coordinator("join")
         assert not coord.errors, "\n".join(map(str, coord.errors))
         emitted = {task: list(v) for task, v in coord.captured["join"]["default"].items()}
@@ -65,30 +69,26 @@ def test_bolt_state_across_waves_matches_local(spark_session):
     spark, coord = join_rounds({"engine": "spark", "spark": spark_session}, {})
     assert spark == local
     assert sum(len(v) for v in spark[0].values()) > 20
-    assert coord.executor.rebuilt_tasks == 0 and coord.executor.waves == 8
+    assert coord.rollbacks == 0 and coord.confirmed > 0
 
 
 @pytest.mark.parametrize("snapshots", ["every_wave", "first_wave_only"])
 def test_bolt_state_survives_killed_slots(spark_session, monkeypatch, snapshots):
-    """Killed between waves: no wave is lost; the tasks come back from their snapshot, and with
-    only the first wave's snapshot, by running every later step of theirs again."""
+    """Every slot killed between waves: no wave is lost; the tasks come back from the snapshot,
+    and with only the first wave's snapshot, by running every wave since again."""
     if snapshots == "every_wave":
-        conf = {Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 1}
+        conf = {Config.SQUALL_SNAPSHOT_WAVES: 1}
     else:
-        conf = {Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 1000}
-        monkeypatch.setattr(resident, "SNAPSHOT_WORK", float("inf"))
+        conf = {Config.SQUALL_SNAPSHOT_WAVES: 1000}
+        monkeypatch.setattr(driver_recovery, "SNAPSHOT_WORK", float("inf"))
     local, _ = join_rounds({"engine": "local"}, conf)
     spark, coord = join_rounds({"engine": "spark", "spark": spark_session}, conf, kill_at=(2, 5))
     assert spark == local
-    ex = coord.executor
-    assert coord.lost_waves == 0 and ex.rollbacks == 0
-    assert all(s.deaths == 2 for s in ex.slots)
-    tasks = sum(len(level) for level in ex.levels)
-    assert ex.rebuilt_tasks == 2 * tasks
+    assert coord.lost_waves == 0 and coord.rollbacks == 2
     if snapshots == "every_wave":
-        assert ex.replayed_steps == 0
-    else:  # the second kill ran again what each task took in the six rounds before it
-        assert ex.replayed_steps >= 6 * len(ex.slots)
+        assert coord.rerun_waves == 0  # the snapshot was the last wave each time
+    else:  # the second kill ran again the waves of the six rounds before it
+        assert coord.confirmed == 1 and coord.rerun_waves >= 6
 
 
 class CountPerKeyCrashingOnce(Bolt):
@@ -116,8 +116,8 @@ class CountPerKeyCrashingOnce(Bolt):
 
 
 def test_a_slot_that_dies_mid_wave_runs_it_again(spark_session, tmp_path):
-    """The slot's request is sent again to its next process, after its tasks are rebuilt: the wave
-    is not lost, no tree fails, and the counts are those of one pass (nothing counted twice)."""
+    """The wave runs again from the snapshot before it: it is not lost, no tree fails, and the
+    counts are those of one pass (nothing counted twice)."""
     marker = tmp_path / "crashed"
     feeder = ReplayingFeeder(["key"])
     b = TopologyBuilder()
@@ -135,9 +135,9 @@ def test_a_slot_that_dies_mid_wave_runs_it_again(spark_session, tmp_path):
         cluster.wait_idle()
         coord = cluster.coordinator("crash")
         counts = coord.captured["count"]["default"]
-        slots = coord.executor.slots
+        slots = coord.pool.slots
     assert marker.exists()  # it did die
-    assert sum(s.deaths for s in slots) == 1 and coord.lost_waves == 0
+    assert sum(s.deaths for s in slots) == 1 and coord.lost_waves == 0 and coord.rollbacks == 1
     assert feeder.fail_reasons == [] and sorted(map(str, feeder.acked)) == sorted([*map(str, range(60)), "crash"])
     final = {}
     for rows in counts.values():
@@ -160,9 +160,9 @@ PER_ROUND, ROUNDS, POISON_ROUND = 10, 12, 4
 @pytest.mark.parametrize("at_once", [False, True], ids=["round_by_round", "two_waves_in_flight"])
 def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_path, at_once):
     """The poison kills its slot at every attempt: its wave is lost, bisected until the poison is
-    alone, and the poison dead-lettered. The recording bolts (levels 2 and 3) never take a step of
-    a lost wave or of one dropped after it, and a rollback rebuilds from a snapshot of the last
-    good wave: every value is recorded exactly once."""
+    alone, and the poison dead-lettered. With a snapshot every wave, the recording bolts (levels 2
+    and 3) never take a step of a lost wave, and a rollback runs no completed wave again: every
+    value is recorded exactly once."""
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     spout = ReplayingFeeder(["v"])
     b = TopologyBuilder()
@@ -170,26 +170,21 @@ def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_pat
     b.set_bolt("gate", PoisonGate(None), parallelism=2).shuffle_grouping("src")
     b.set_bolt("a", RecordExecutions(str(first)), parallelism=2).shuffle_grouping("gate")
     b.set_bolt("b", RecordExecutions(str(second)), parallelism=3).fields_grouping("a", ["v"])
-    conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(tmp_path / "dead.jsonl"),
-            Config.SQUALL_RESIDENT_SNAPSHOT_WAVES: 1}
+    dead = tmp_path / "dead.jsonl"
+    conf = {Config.SQUALL_MAX_REPLAYS: 3, Config.SQUALL_DEAD_LETTER_PATH: str(dead),
+            Config.SQUALL_SNAPSHOT_WAVES: 1}
     if at_once:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
         cluster.submit_topology("poison", conf, b.create_topology())
         expected = feed_rounds_with_a_poison(cluster, spout, ROUNDS, PER_ROUND, POISON_ROUND, at_once)
         coord = cluster.coordinator("poison")
-        ex = coord.executor
-        overlapped = coord.in_flight.submitted_behind
-        deaths = sum(s.deaths for s in ex.slots)
+        deaths = sum(s.deaths for s in coord.pool.slots)
     assert coord.lost_waves >= 3 and coord.dead_lettered == 1
-    # each lost wave rolled back before the next wave ran (the last one's waits for a next wave),
-    # from a snapshot of the last good wave: no step run again
-    assert ex.rollbacks >= coord.lost_waves - 1 and ex.replayed_steps == 0
+    assert '"poison"' in dead.read_text()
     assert deaths >= coord.lost_waves  # each lost wave killed its slot
     assert sorted(spout.acked) == sorted([*expected, "poison"])
     assert {k for _, k in spout.fail_reasons} == {"lost"}
-    if at_once:
-        assert overlapped >= ROUNDS - 2 and coord.in_flight.rerun >= 1
     assert Counter(first.read_text().split()) == Counter(expected)
     assert Counter(second.read_text().split()) == Counter(expected)
 
@@ -211,8 +206,107 @@ def test_topologies_share_the_slots(spark_session):
                 cluster.wait_idle()
             runs[kwargs["engine"]] = {n: cluster.coordinator(n).captured["join"]["default"] for n in feeders}
             if kwargs["engine"] == "spark":
-                one, two = (cluster.coordinator(n).executor for n in feeders)
-                assert one.slots is two.slots and one.pool.starts == two.pool.starts
+                one, two = (cluster.coordinator(n) for n in feeders)
+                assert one.pool is two.pool and one.pool.slots == two.pool.slots
     assert runs["spark"] == runs["local"]
     assert all(rows for per_task in runs["spark"].values() for rows in per_task.values())
 
+
+class NumberSpout(Spout):
+    """Emits 0 .. limit-1 (one a call, msg id the number), in a slot: its state pickles."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+    def open(self, conf, context, collector):
+        self.c = collector
+        self.i = context.this_task_index
+        self.step = len(context.component_tasks(context.this_component_id))
+        self.acked = 0
+
+    def next_tuple(self):
+        if self.i < self.limit:
+            self.c.emit([self.i], msg_id=self.i)
+            self.i += self.step
+
+    def ack(self, msg_id):
+        self.acked += 1
+
+
+class Digits(BasicBolt):
+    def declare_output_fields(self, d):
+        d.declare(["digit"])
+
+    def execute(self, t, collector):
+        for ch in str(t[0]):
+            collector.emit([ch])
+
+
+class DigitCount(BasicBolt):
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def declare_output_fields(self, d):
+        d.declare(["digit", "count"])
+
+    def execute(self, t, collector):
+        self.counts[t[0]] = self.counts.get(t[0], 0) + 1
+        collector.emit([t[0], self.counts[t[0]]])
+
+
+def digits_topology(limit: int) -> object:
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(limit), parallelism=2)
+    b.set_bolt("digits", Digits(), parallelism=2).shuffle_grouping("numbers")
+    b.set_bolt("count", DigitCount(), parallelism=2).fields_grouping("digits", ["digit"])
+    return b.create_topology()
+
+
+def final_counts(coord) -> dict:
+    final: dict = {}
+    for rows in coord.captured["count"]["default"].values():
+        for digit, n in rows:
+            final[digit] = max(final.get(digit, 0), n)
+    return final
+
+
+def test_a_spout_slot_killed_mid_stream_loses_nothing_and_counts_once(spark_session):
+    """Spout tasks run in the slots: killing a slot that holds one (real time, mid-stream) restores
+    it from its snapshot on a live slot; every number is acked and counted exactly once."""
+    limit = 6000
+    expected = Counter(ch for i in range(limit) for ch in str(i))
+    with LocalCluster(engine="spark", spark=spark_session, capture=True) as cluster:
+        cluster.submit_topology("digits", {Config.SQUALL_WAVE_MAX_TUPLES: 100}, digits_topology(limit))
+        coord = cluster.coordinator("digits")
+        deadline = time.monotonic() + 60
+        while coord.waves_done < 6 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        spout_slot = coord.placement.spouts[min(coord.placement.spouts)]
+        os.kill(coord.pool.slots[spout_slot].pid, signal.SIGKILL)
+        cluster.wait_idle(120)
+        assert coord.rollbacks >= 1 and coord.lost_waves == 0
+        spouts = cluster.spout_instances("digits", "numbers")
+        assert [s.i >= limit for s in spouts] == [True, True]
+        assert sum(s.acked for s in spouts) == limit  # each spout's own count, as its state was restored
+        assert final_counts(coord) == dict(expected)
+
+
+def test_no_tuple_crosses_the_drivers_connections(spark_session):
+    """Spouts, bolts and ackers run in the slots: the driver's links carry markers and reports
+    only. By bytes counted: no frame (a pickled batch) either way, and far fewer bytes than the
+    tuples the slots sent each other."""
+    with LocalCluster(engine="spark", spark=spark_session) as cluster:
+        cluster.submit_topology("digits", {}, digits_topology(20000))
+        cluster.wait_idle(120)
+        coord = cluster.coordinator("digits")
+        slots = coord.pool.slots
+        assert cluster.get_topology_stats("digits")["numbers"]["acked"] == 20000
+        to_slots = sum(s.sent.frame_bytes for s in slots)
+        from_slots = sum(s.received.frame_bytes for s in slots)
+        control = sum(s.sent.bytes + s.received.bytes for s in slots)
+        peers = coord.peer_bytes()
+    assert to_slots == 0 and from_slots == 0
+    assert peers > 100_000 and control * 5 < peers, (control, peers)
