@@ -26,8 +26,8 @@ Spark at 16K-37K sentences a wave, and its throughput still grows past 100K (680
 at 10K-14K, 0.92M-1.08M at 94K-157K); a light load's waves are not full, so their latency is not
 what this share decides.
 An executor may set a floor on a full wave's time (`min_wave_secs`: the fitted b is reliable
-where a small a is not, so the floor sizes by b alone): resident tasks' small waves cost more
-than their a says (squall.engine.resident.executor).
+where a small a is not, so the floor sizes by b alone): the Spark engine's small waves cost more
+than their a says (squall.engine.resident.driver).
 The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
 of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
 left out of the fit, so one slow moment does not size waves for long.

@@ -158,13 +158,25 @@ def count_pickles(bolt: type, spark_session, tmp_path, conf: dict) -> int:
 
 @pytest.mark.parametrize("bolt", [CountedEnrich, CountedPlain])
 def test_slot_tasks_pickle_a_table_for_their_snapshots_only(bolt, spark_session, tmp_path, monkeypatch):
-    """A task in a slot is pickled only for a snapshot (here every 10 waves: waves 1, 11, 21), and
-    its fixed table only the first time: it is written once, to a file named by its token."""
+    """A task in a slot is pickled only for a snapshot (here every 10 waves: waves 1, 11, 21, and
+    31 if the run goes on that long before it is idle), and its fixed table only the first time: it
+    is written once, to a file named by its token."""
     from squall.engine.resident import recovery
 
     monkeypatch.setattr(recovery, "SNAPSHOT_WORK", float("inf"))  # by the wave count alone
+    snapshots = []
+    due = recovery.WaveRecovery._snapshot_due
+
+    def counted(self, n):
+        if due(self, n):
+            snapshots.append(n)
+            return True
+        return False
+
+    monkeypatch.setattr(recovery.WaveRecovery, "_snapshot_due", counted)
     pickles = count_pickles(bolt, spark_session, tmp_path, {Config.SQUALL_SNAPSHOT_WAVES: 10})
-    assert pickles == (3 if bolt is CountedPlain else 1)
+    assert snapshots[:3] == [1, 11, 21] and all(b - a == 10 for a, b in zip(snapshots, snapshots[1:]))
+    assert pickles == (len(snapshots) if bolt is CountedPlain else 1)
 
 
 class ColumnCoder(ColumnarBolt):

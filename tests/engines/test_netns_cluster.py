@@ -157,6 +157,17 @@ def test_wordcount_matches_local_engine_from_a_clean_worker_python(netns, on_clu
     assert r["count_emits"] == r["split_emits"] == sum(expected.values())
 
 
+def test_tuples_go_from_worker_to_worker_not_through_the_driver(on_cluster):
+    """The slots on the worker hosts send each other the tuples: by bytes counted, the driver's
+    sockets carried no pickled batch either way, and, the topology shipped to the slots left out,
+    far fewer bytes than the slots' own links."""
+    r = _result(on_cluster, "traffic")
+    assert r["acked"] == WORDCOUNT_LIMIT
+    assert r["driver_frame_bytes"] == 0
+    assert r["peer_bytes"] > 100_000, r["peer_bytes"]
+    assert r["driver_wave_bytes"] * 3 < r["peer_bytes"], (r["driver_wave_bytes"], r["peer_bytes"])
+
+
 def test_trident_wordcount_into_postgres_matches_local_engine(netns, on_cluster):
     if on_cluster["reasons"]["pg"]:
         _skip_or_fail(on_cluster["reasons"]["pg"])

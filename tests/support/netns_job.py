@@ -9,7 +9,8 @@ topology's own modules too; the topology file itself is pickled by value, as `sq
 
     python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
 
-SCENARIO: wordcount, trident-pg, rabbitmq, all (those three in one application), wordcount-loss
+SCENARIO: wordcount, traffic (the word count, nothing captured: the bytes on the driver's links
+and between slots), trident-pg, rabbitmq, all (those four in one application), wordcount-loss
 (progress lines per wave; reads "release" on stdin, then finishes the stream with `--tail` more
 sentences), wordcount-scaling (spout, split and count each `--parallelism` tasks, `--limit`
 sentences per spout task; with `--cpu-groups`, the CPU each worker host's group used in the run),
@@ -130,6 +131,25 @@ def wordcount(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     run_secs = time.perf_counter() - t0  # submit to idle: what bench/cluster.py divides by
     return {"refused": None if spark.sparkContext.master.startswith("local") else refused(spark),
             "run_secs": round(run_secs, 3), **counts}
+
+
+def traffic(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """The bounded word count with nothing captured (a test's captured emits travel in the slots'
+    reports): what the driver's links to the slots carried, against what the slots sent each other."""
+    from squall import Config, LocalCluster
+    from tests.support.spark_cluster_job import TOPOLOGY
+
+    module = load(EXAMPLES / "wordcount.py")
+    conf = {**module.CONF, Config.SQUALL_WAVE_MAX_TUPLES: args.wave_tuples, **CLUSTER_CONF}
+    with LocalCluster(engine="spark", spark=spark) as cluster:
+        cluster.submit_topology(TOPOLOGY, conf, module.build_topology(2, limit=args.limit))
+        cluster.wait_idle(args.timeout)
+        coord = cluster.coordinator(TOPOLOGY)
+        links = coord.pool.slots  # counted since the pool started: the scenarios before this one too
+        return {"acked": cluster.get_topology_stats(TOPOLOGY)["sentences"]["acked"], "waves": coord.waves_done,
+                "driver_frame_bytes": sum(s.sent.frame_bytes + s.received.frame_bytes for s in links),
+                "driver_wave_bytes": sum(s.sent.wave_bytes + s.received.wave_bytes for s in links),
+                "peer_bytes": coord.peer_bytes()}
 
 
 def scaling_topology(module: ModuleType, tasks: int, limit: int) -> Any:
@@ -293,44 +313,73 @@ def rabbitmq(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     return run_rabbitmq(args.limit, args.timeout, engine="spark", spark=spark)
 
 
+def released_spout(module: ModuleType, release_path: str, tail: int) -> Any:
+    """The example's spout, unbounded until `release_path` exists (it runs in a slot on a worker
+    host, which sees the shared disk, not this process): then `tail` more sentences."""
+
+    class ReleasedSpout(module.RandomSentenceSpout):
+        def next_tuple(self) -> None:
+            if self.limit is None and self.emitted % 100 == 0 and os.path.exists(release_path):
+                self.limit = self.emitted + tail
+            super().next_tuple()
+
+    return ReleasedSpout(limit=None)
+
+
 def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     """An unbounded word count printing {"wave": n, "t": ...} as waves complete; on "release"
     (stdin) the spout stops after `tail` more sentences and the run finishes."""
-    from squall import Config, LocalCluster
+    from squall import Config, LocalCluster, TopologyBuilder
     from tests.support.spark_cluster_job import TOPOLOGY, final_counts
 
     module = load(EXAMPLES / "wordcount.py")
     conf = dict(module.CONF)
     conf[Config.SQUALL_WAVE_MAX_TUPLES] = args.wave_tuples
     conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = args.message_timeout
-    conf.update(CLUSTER_CONF)
+    # a slot per worker core, whenever the executors registered: every core holds one, so the
+    # killed host's slots can only come back on the host that joins
+    shared = {**CLUSTER_CONF, Config.SQUALL_SPARK_SLOTS: args.parallelism}
+    conf.update(shared)
+    release_path = os.path.join(args.shared, f"release-{os.getpid()}")
     released = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), released.set()), daemon=True).start()
+
+    def release() -> None:
+        sys.stdin.readline()
+        with open(release_path, "w"):
+            pass
+        released.set()
+
+    threading.Thread(target=release, daemon=True).start()
+    b = TopologyBuilder()
+    b.set_spout("sentences", released_spout(module, release_path, args.tail))
+    b.set_bolt("split", module.SplitSentence(), parallelism=args.parallelism).shuffle_grouping("sentences")
+    b.set_bolt("count", module.WordCount(), parallelism=args.parallelism).fields_grouping("split", ["word"])
     with LocalCluster(capture=True, engine="spark", spark=spark) as cluster:
         tri = None
         if args.dsn:  # a Trident word count into PostgreSQL alongside, through the same loss
             tri_topology, tri = trident_topology(args.data, args.dsn, args.table)
-            cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **CLUSTER_CONF}, tri_topology)
-        cluster.submit_topology(TOPOLOGY, conf, module.build_topology(args.parallelism, limit=None))
+            cluster.submit_topology("tri", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 2, **shared}, tri_topology)
+        cluster.submit_topology(TOPOLOGY, conf, b.create_topology())
         coord = cluster.coordinator(TOPOLOGY)
-        spout = cluster.spout_instances(TOPOLOGY)[0]
-        seen, deadline = 0, time.monotonic() + args.timeout
+        seen, deadline, spout = 0, time.monotonic() + args.timeout, None
         while True:
             done = coord.waves_done
             if done != seen:
                 seen = done
                 tri_busy = tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri"))
-                print(json.dumps({"wave": done, "t": time.time(), "acked": spout.acked,
+                acked = cluster.get_topology_stats(TOPOLOGY)["sentences"]["acked"]
+                print(json.dumps({"wave": done, "t": time.time(), "acked": acked,
                                   "lost_waves": coord.lost_waves, "trident_running": tri_busy}), flush=True)
-            if released.is_set() and spout.limit is None:
-                spout.limit = spout.emitted + args.tail
-            if spout.limit is not None and spout.emitted >= spout.limit and not spout.pending and not spout.replay:
-                break
+            if released.is_set():  # the spout runs in a slot: a copy of it, as it is now
+                spout = cluster.spout_instances(TOPOLOGY)[0]
+                if spout.limit is not None and spout.emitted >= spout.limit and not spout.pending \
+                        and not spout.replay:
+                    break
             if cluster.get_crash(TOPOLOGY):
                 raise cluster.get_crash(TOPOLOGY)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the loss run did not finish in {args.timeout}s (released: {released.is_set()})")
-            time.sleep(0.01)
+            time.sleep(0.2 if released.is_set() else 0.01)
         while tri is not None and not all(sp.idle for sp in cluster.spout_instances("tri")):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Trident run did not commit everything in {args.timeout}s")
@@ -349,12 +398,12 @@ def wordcount_loss(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
 
 def all_scenarios(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
-    """wordcount, then trident-pg (with --dsn) and rabbitmq (with --rabbit-limit) in one application:
+    """traffic and wordcount, then trident-pg (with --dsn) and rabbitmq (with --rabbit-limit) in one application:
     one driver and one set of executors to start. Each scenario's result, or its error."""
     import traceback
 
     out: dict[str, Any] = {}
-    plan = [("wordcount", wordcount, args)]
+    plan = [("traffic", traffic, args), ("wordcount", wordcount, args)]
     if args.dsn:
         plan.append(("trident-pg", trident_pg, args))
     if args.rabbit_limit:
@@ -367,8 +416,9 @@ def all_scenarios(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     return out
 
 
-SCENARIOS = {"wordcount": wordcount, "trident-pg": trident_pg, "rabbitmq": rabbitmq, "wordcount-loss": wordcount_loss,
-             "wordcount-scaling": wordcount_scaling, "hold": hold, "all": all_scenarios}
+SCENARIOS = {"wordcount": wordcount, "traffic": traffic, "trident-pg": trident_pg, "rabbitmq": rabbitmq,
+             "wordcount-loss": wordcount_loss, "wordcount-scaling": wordcount_scaling, "hold": hold,
+             "all": all_scenarios}
 
 
 def main(argv: list[str] | None = None) -> int:

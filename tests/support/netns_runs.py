@@ -142,7 +142,8 @@ def worker_loss(cluster: NetnsCluster, *opts: str, kill_after_waves: int = 4, me
         while new_tasks == 0:
             after.append(lines.next(deadline))
             try:
-                new_tasks = sum(e.get("totalTasks", 0) for e in executors_rest(cluster)
+                # a slot is a task that runs for the whole job: Spark counts it in totalTasks only when it ends
+                new_tasks = sum(e.get("totalTasks", 0) + e.get("activeTasks", 0) for e in executors_rest(cluster)
                                 if e.get("hostPort", "").startswith(joined.ip + ":"))
             except (OSError, ValueError, IndexError, KeyError):
                 pass  # the driver's UI is busy: ask again after the next wave

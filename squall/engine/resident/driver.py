@@ -3,7 +3,8 @@ the pool, starts each wave with a marker to the topology's slots, and reads one 
 wave back. Spouts, bolts and ackers run in the slots, and tuples go from slot to slot; what the
 driver does per wave does not grow with the number of tuples. Spouts that declare
 `DRIVER_BOUND = True` run here, and the driver takes part in level 0 of every wave for them, as
-a slot does.
+a slot does (`driver_spouts`). Where tasks run is `placement`; snapshots, rollbacks and re-runs
+are `recovery`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ TCP_NODELAY. Each outgoing connection is written by a thread of its own (squall.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -34,10 +35,10 @@ class Peers:
         self.authkey = authkey
         self.inbox = inbox
         self.meter = wire.Meter()  # what this slot sent to its peers
-        self._dir: str | None = None
-        if family == "AF_UNIX":
-            self._dir = tempfile.mkdtemp(prefix=f"squall-slot{index}-")
-            self.listener = Listener(os.path.join(self._dir, "peer"), family="AF_UNIX", authkey=authkey)
+        self._path: str | None = None
+        if family == "AF_UNIX":  # `host`: the driver's socket directory, which the driver removes at its end
+            self._path = os.path.join(host or tempfile.gettempdir(), f"slot{index}-{os.getpid()}")
+            self.listener = Listener(self._path, family="AF_UNIX", authkey=authkey)
         else:
             self.listener = Listener((host or "0.0.0.0", 0), family="AF_INET", authkey=authkey)  # noqa: S104
         self.family = family
@@ -135,7 +136,6 @@ class Peers:
             self.listener.close()
         except OSError:
             pass
-        if self._dir is not None:
-            import shutil  # noqa: PLC0415
-
-            shutil.rmtree(self._dir, ignore_errors=True)
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)

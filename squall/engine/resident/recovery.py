@@ -77,7 +77,7 @@ class WaveRecovery:
 
     def _snapshot_due(self, n: int) -> bool:
         """A snapshot at the first wave, then when the work since the last outweighs SNAPSHOT_WORK
-        times what one costs, at least every `squall.resident.snapshot.waves` waves, and at once
+        times what one costs, at least every `squall.snapshot.waves` waves, and at once
         while acks are held for one (docs/design.md)."""
         due = (self._snapshot_at == 0 or n - self._snapshot_at >= self.snapshot_waves
                or self._work_since >= SNAPSHOT_WORK * self._snap_secs

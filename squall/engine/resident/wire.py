@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _COUNT = struct.Struct("<I")
+SETUP_KINDS = frozenset({"load", "rollback"})  # messages that carry a whole topology
 
 
 def blob(data: bytes) -> pickle.PickleBuffer:
@@ -35,15 +36,22 @@ class Meter:
     messages: int = 0
     header_bytes: int = 0
     frame_bytes: int = 0
+    setup_bytes: int = 0  # of them, what shipped a topology (SETUP_KINDS): once a slot, not per wave
 
     @property
     def bytes(self) -> int:
         return self.header_bytes + self.frame_bytes
 
+    @property
+    def wave_bytes(self) -> int:
+        """What the waves themselves cost on this connection (the topology shipped left out)."""
+        return self.bytes - self.setup_bytes
+
     def add(self, other: Meter) -> None:
         self.messages += other.messages
         self.header_bytes += other.header_bytes
         self.frame_bytes += other.frame_bytes
+        self.setup_bytes += other.setup_bytes
 
 
 def send(conn: Any, message: Any, meter: Meter | None = None) -> None:
@@ -65,6 +73,8 @@ def send(conn: Any, message: Any, meter: Meter | None = None) -> None:
         meter.messages += 1
         meter.header_bytes += len(header) + _COUNT.size
         meter.frame_bytes += sum(f.nbytes for f in frames)
+        if type(message) is tuple and message and message[0] in SETUP_KINDS:
+            meter.setup_bytes += len(header) + _COUNT.size + sum(f.nbytes for f in frames)
 
 
 def recv(conn: Any, meter: Meter | None = None) -> Any:

@@ -54,8 +54,11 @@ def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[i
         tc = TaskContext.get()
         hello = {"slot": index, "pid": os.getpid(), "host": socket.gethostname(),
                  "attempt": tc.attemptNumber() if tc is not None else 0}
+        # where this slot listens for its peers: the address it reaches the driver from, or the
+        # driver's socket directory (removed with the pool, whatever way the slot ends)
+        where = _local_address(conn) if family == "AF_INET" else os.path.dirname(address)
         try:
-            serve(conn, index, authkey, family, _local_address(conn) if family == "AF_INET" else None, hello)
+            serve(conn, index, authkey, family, where, hello)
         finally:
             conn.close()
         return iter(())
