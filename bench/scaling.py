@@ -11,8 +11,9 @@ Each run is a fresh cluster of N workers (`--cores 1` each) and one application
 (tests/support/netns_job.py `wordcount-scaling`): spout, split and count at N tasks each (one of
 each per worker core), one acker, `--sentences` in all (`sentences / N` per spout task, so every
 run does the same work), waves sized by the engine unless `--wave-tuples` caps them, timed from
-submit to idle. The default 120,000 sentences keep one capped host busy for ~30 s; starting a
-capped cluster and an application costs another ~70 s per run, not counted. Per run:
+submit to idle. The default 480,000 sentences keep one capped host busy for ~40 s (a shorter run
+is mostly its submit and first waves); starting a capped cluster and an application costs another
+~40-70 s per run, not counted. Per run:
 
 - `sentences_per_s`, `bolt_tuples_per_s` (split + count executes + sentences, as bench/cluster.py)
   and whether every word's final count is exact (`counts_correct`);
@@ -85,7 +86,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cap", type=float, default=0.4, help="cores each worker host may use")
     p.add_argument("--cores", type=int, default=1, help="cores each Spark worker offers")
-    p.add_argument("--sentences", type=int, default=120_000,
+    p.add_argument("--sentences", type=int, default=480_000,
                    help="sentences in all per run (split evenly over the spout tasks; a multiple of 6 divides evenly)")
     p.add_argument("--workers", default="1,2,3", help="the cluster sizes to run, in order")
     p.add_argument("--wave-tuples", type=int, default=0,

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,15 +152,26 @@ def traffic(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
                 "peer_bytes": coord.peer_bytes()}
 
 
-def scaling_topology(module: ModuleType, tasks: int, limit: int) -> Any:
+def scaling_topology(module: ModuleType, tasks: int, limit: int, counts_dir: str) -> Any:
     """examples/wordcount.py's word count with every component at `tasks` tasks (one of each per
-    worker core), `limit` sentences per spout task, at least once through one acker."""
+    worker core), `limit` sentences per spout task, at least once through one acker. Each count
+    task writes its counts to `counts_dir` (shared disk) at cleanup: nothing is captured, since a
+    run's captured emits travel to the driver in the slots' reports and would load it."""
     from squall import TopologyBuilder
+
+    class CountsToFile(module.WordCount):
+        def prepare(self, conf: dict, context: Any) -> None:
+            super().prepare(conf, context)
+            self.task_id = context.this_task_id
+
+        def cleanup(self) -> None:
+            with open(os.path.join(counts_dir, f"count-{self.task_id}.json"), "w") as f:
+                json.dump(self.counts, f)
 
     builder = TopologyBuilder()
     builder.set_spout("sentences", module.RandomSentenceSpout(limit=limit), parallelism=tasks)
     builder.set_bolt("split", module.SplitSentence(), parallelism=tasks).shuffle_grouping("sentences")
-    builder.set_bolt("count", module.WordCount(), parallelism=tasks).fields_grouping("split", ["word"])
+    builder.set_bolt("count", CountsToFile(), parallelism=tasks).fields_grouping("split", ["word"])
     return builder.create_topology()
 
 
@@ -184,29 +195,44 @@ def _driver_cpu() -> dict[str, float]:
 
 def wordcount_scaling(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     """The bounded word count at `--parallelism` tasks per component; its rates (as
-    bench/cluster.py's `throughput`), final counts, and the CPU the driver and each worker host's
-    group (`--cpu-groups`) used over the run, submit to idle."""
-    from squall import Config
+    bench/cluster.py's `throughput`), final counts (from the count tasks' files), and the CPU the
+    driver and each worker host's group (`--cpu-groups`) used over the run, submit to idle."""
+    from squall import Config, LocalCluster
     from tests.support.cpu_caps import CpuCap
-    from tests.support.spark_cluster_job import run_wordcount
 
     example = load(EXAMPLES / "wordcount.py")
     tasks, limit = args.parallelism, args.limit
-    conf = {**example.CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 1}
+    conf = {**example.CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 1, **CLUSTER_CONF}
+    if args.wave_tuples:
+        conf[Config.SQUALL_WAVE_MAX_TUPLES] = args.wave_tuples
     if args.slots:  # Spark's default parallelism is at least 2, more than a 1-core cluster has
         conf[Config.SQUALL_SPARK_SLOTS] = args.slots
-    module = SimpleNamespace(CONF=conf,
-                             build_topology=lambda _parallelism, limit: scaling_topology(example, tasks, limit))
+    counts_dir = os.path.join(args.shared, f"counts-{os.getpid()}")
+    os.makedirs(counts_dir)
     groups = [CpuCap(name) for name in args.cpu_groups.split(",") if name]  # the cluster's groups, read only
     cpu0, groups0, t0 = _driver_cpu(), [g.usage() for g in groups], time.perf_counter()
-    r = run_wordcount(module, limit, tasks, args.timeout, args.wave_tuples, extra_conf=CLUSTER_CONF,  # type: ignore[arg-type]
-                      engine="spark", spark=spark)
-    run_secs = time.perf_counter() - t0
-    cpu1, groups1 = _driver_cpu(), [g.usage() for g in groups]
+    with LocalCluster(engine="spark", spark=spark) as cluster:
+        cluster.submit_topology("scaling", conf, scaling_topology(example, tasks, limit, counts_dir))
+        cluster.wait_idle(args.timeout)
+        run_secs = time.perf_counter() - t0
+        cpu1, groups1 = _driver_cpu(), [g.usage() for g in groups]
+        coord = cluster.coordinator("scaling")
+        spout = cluster.get_topology_stats("scaling")["sentences"]
+        r = {"spout_acked": spout["acked"], "spout_failed": spout["failed"], "waves": coord.waves_done,
+             "lost_waves": coord.lost_waves, "errors": [str(e) for e in coord.errors],
+             "peer_bytes": coord.peer_bytes()}
+    counts: Counter[str] = Counter()
+    deadline = time.monotonic() + 30  # the slots write them as they drop the topology
+    while len(files := os.listdir(counts_dir)) < tasks and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for name in files:
+        with open(os.path.join(counts_dir, name)) as f:
+            counts.update(json.load(f))
     sentences = tasks * limit
-    return {**r, "tasks": tasks, "limit_per_spout_task": limit, "sentences": sentences,
+    words = sum(counts.values())
+    return {**r, "counts": dict(counts), "tasks": tasks, "limit_per_spout_task": limit, "sentences": sentences,
             "run_secs": round(run_secs, 3), "sentences_per_s": round(sentences / run_secs, 1),
-            "bolt_tuples_per_s": round((r["split_emits"] + r["count_emits"] + sentences) / run_secs, 1),
+            "bolt_tuples_per_s": round((sentences + 2 * words) / run_secs, 1),
             "driver_cpu": {k: {"cores": round((cpu1[k] - cpu0[k]) / run_secs, 3),
                                "cpu_secs": round(cpu1[k] - cpu0[k], 3)} for k in cpu0},
             "worker_cpu": {g.name: g1.since(g0, run_secs) for g, g0, g1 in zip(groups, groups0, groups1)}}

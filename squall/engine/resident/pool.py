@@ -77,7 +77,12 @@ class SlotPool:
         slots = self.slots
         deadline = time.monotonic() + self.start_secs
         for slot in slots:
-            if not slot.wait_attached(0, max(0.0, deadline - time.monotonic())):
+            while not slot.wait_attached(0, min(0.2, max(0.0, deadline - time.monotonic()))):
+                if slot.broken is not None:
+                    self.leave(member)
+                    raise RuntimeError(f"squall: slot {slot.index} could not start: {slot.broken}")
+                if time.monotonic() < deadline:
+                    continue
                 up = sum(s.alive for s in slots)
                 self.leave(member)
                 raise RuntimeError(

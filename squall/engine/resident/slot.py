@@ -135,8 +135,12 @@ class SlotProcess:
 def _describe(e: BaseException) -> str:
     """An error as the driver shows it: the exception, where it was raised, and this process's Python."""
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-6:])
+    fix = ""
+    if isinstance(e, ImportError):  # most often a user's module the executors' Python cannot import
+        fix = ("\nThe executors' Python cannot import it: install it there, point PYSPARK_PYTHON (or "
+               "spark.pyspark.python) at a Python that has it, or ship it with --py-files / SparkContext.addPyFile")
     return (f"{type(e).__name__}: {e}\n(on slot process pid {os.getpid()}, Python {sys.executable} "
-            f"{sys.version.split()[0]})\n{tb}")
+            f"{sys.version.split()[0]}){fix}\n{tb}")
 
 
 def serve(conn: Any, index: int, authkey: bytes, family: str, host: str | None, hello: dict) -> None:

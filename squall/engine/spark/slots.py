@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Client, Listener
 from typing import Any
 
+import squall
 from squall.api.config import Config
 from squall.engine.resident import wire
 from squall.engine.resident.driver import ClusterDriver
@@ -31,6 +33,7 @@ from squall.engine.resident.pool import Connected, SlotPool
 from squall.engine.spark.host_local import is_local_master
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.session import temp_checkpoint_dir, topology_session, ui_url
+from squall.engine.spark.ship import pickle_user_modules_by_value
 
 log = logging.getLogger("squall")
 
@@ -39,14 +42,24 @@ _POOLS: dict[int, SlotPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[int]], Iterator[bytes]]:
-    """What a slot's Spark task runs: connect to the driver, say which slot it is and where it
+def slot_task(address: Any, family: str, authkey: bytes, version: str) -> Callable[[Iterable[int]], Iterator[bytes]]:
+    """What a slot's Spark task runs: check this Python has what a slot needs (squall of the
+    driver's `version`, numpy, pyarrow), connect to the driver, say which slot it is and where it
     listens for the other slots, then serve."""
 
     def run(it: Iterable[int]) -> Iterator[bytes]:
+        import sys  # noqa: PLC0415
+
+        import numpy  # noqa: F401, PLC0415 - squall's own dependencies: missing, the slot cannot start
+        import pyarrow  # noqa: F401, PLC0415
         from pyspark import TaskContext  # noqa: PLC0415
 
+        import squall  # noqa: PLC0415
         from squall.engine.resident.slot import serve  # noqa: PLC0415
+
+        if squall.__version__ != version:
+            raise ImportError(f"this executor's Python ({sys.executable}) imports squall {squall.__version__} "
+                              f"from {os.path.dirname(squall.__file__)}, the driver runs squall {version}")
 
         (index,) = list(it)
         conn = Client(address, family=family, authkey=authkey)
@@ -64,6 +77,17 @@ def slot_task(address: Any, family: str, authkey: bytes) -> Callable[[Iterable[i
         return iter(())
 
     return run
+
+
+def job_failure(e: BaseException) -> str:
+    """The first real cause of a failed Spark job: the Python exception its task raised (Py4J's
+    own first line only names the call that failed)."""
+    text = str(e)
+    causes = re.findall(r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): .*)$", text, re.MULTILINE)
+    python = [c.strip() for c in causes if not c.strip().startswith(("py4j.", "org.", "java.", "scala."))]
+    if python:
+        return python[-1][:500]
+    return text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__
 
 
 def _local_address(conn: Any) -> str:
@@ -117,7 +141,7 @@ class SparkSlots:
         self._hellos = dict.fromkeys(range(count), 0)
         threading.Thread(target=self._accept, args=(self._listener, connected), daemon=True,
                          name="squall-slots-accept").start()
-        fn = slot_task(self._listener.address, self._family, self._key)
+        fn = slot_task(self._listener.address, self._family, self._key, squall.__version__)
         self._jobs = [threading.Thread(target=self._keep, args=(i, fn, give_up), daemon=True,
                                        name=f"squall-slot-job-{i}") for i in range(count)]
         for t in self._jobs:
@@ -158,14 +182,23 @@ class SparkSlots:
                 if not self._running:
                     return
                 failures = 0 if self._hellos.get(index, 0) > hellos else failures + 1
-                reason = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-                if failures >= JOB_RESTARTS:
-                    log.error("squall: slot %d could not start in %d Spark jobs in a row (%s): given up",
-                              index, failures, reason)
-                    give_up(index, f"its Spark job failed {failures} times in a row: {reason}")
+                reason = job_failure(e)
+                cannot_import = re.match(r"(ModuleNotFound|Import)Error", reason) and not self._hellos.get(index)
+                if failures >= JOB_RESTARTS or cannot_import:  # an executor's Python that lacks a module: at once
+                    log.error("squall: slot %d could not start (%s): given up", index, reason)
+                    give_up(index, f"its Spark task failed: {reason}{self._fix() if cannot_import else ''}")
                     return
                 log.warning("squall: the Spark job of slot %d failed (%s); submitting it again", index, reason)
                 time.sleep(min(5.0, 0.2 * (1 << failures)))
+
+    def _fix(self) -> str:
+        conf = self.sc.getConf()
+        python = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or \
+            "python3 (PySpark's default: neither spark.pyspark.python nor PYSPARK_PYTHON is set)"
+        return (f". The executors' Python is {python}; it must import squall {squall.__version__}, numpy and "
+                f"pyarrow. Point PYSPARK_PYTHON (or spark.pyspark.python) at a Python that has them, such as the "
+                f"driver's ({sys.executable}), or ship squall with --py-files / SparkContext.addPyFile "
+                "(squall.engine.spark.ship.squall_zip() makes its zip)")
 
     @staticmethod
     def describe() -> tuple[str, str]:
@@ -210,6 +243,7 @@ def cluster_driver(name: str, topology: Any, conf: dict, clock: Any, spark: Any 
     """The Spark engine's driver of a topology: the session (`topology_session`), the context's
     slot pool, and a checkpoint directory for the slots' snapshots."""
     sc = topology_session(spark, conf, topology).sparkContext
+    pickle_user_modules_by_value(sc, [spec.obj for spec in topology.specs.values()])
     if not conf.get(Config.SQUALL_CHECKPOINT_DIR):
         conf = {**conf, Config.SQUALL_CHECKPOINT_DIR: sc.getCheckpointDir() or temp_checkpoint_dir()}
     return ClusterDriver(name, topology, conf, clock, pool_for(sc, conf), capture, "spark", ui_url(sc))
