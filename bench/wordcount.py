@@ -46,8 +46,8 @@ measures, each over >= `--seconds`:
   both over the same sentences: the first N of the spout's own generator (same seed), N = the
   sentences squall's acking case emitted in its measured window (`--sentences` overrides). A pass
   over the N sentences is repeated (after one warm-up pass) until `--seconds` are measured;
-  - wave overhead: the median time of `SparkExecutor.run_wave` for a wave of one sentence and for
-    a wave with no input at all, and of `Coordinator.run_wave` when the spout emits nothing.
+  - wave overhead: the median time of the Spark engine's `run_wave` for a wave of one sentence
+    (`empty_wave_ms`) and for a wave whose spout emits nothing (`no_spout_output_wave_ms`).
 
 Where the acking cost comes from: the acking case once more with waves of 200 sentences, whose CPU
 a wave (`wave_fixed_cpu_ms`, per process kind) is what every wave costs; each case's CPU a
@@ -62,8 +62,11 @@ On Spark the line ends with `issue_9_goals`: each figure of issue 9's table (run
 
 `--profile` runs the acking case under cProfile (in the thread that drives the waves) and prints
 the top 25 functions by tottime to stderr. `--profile-spark` reports, for the acking case on
-Spark, where wave time goes (driver-side spout, Spark job, ledger/acks; stages and tasks per wave
-and their executor time from Spark's status store) in the JSON line and as a table on stderr.
+Spark, where wave time goes (the driver's markers, its wait for the slots' reports and absorbing
+them; each slot's busy time; the bytes between slots a sentence and on the driver's links a wave)
+in the JSON line and as a table on stderr. Every case reports `driver_cpu_us_per_sentence`: the
+driver process's CPU over the measured window (every thread; this bench's own probes left out)
+over the sentences emitted in it.
 
 Counts are checked for every system, each against the word counts of its own corpus computed
 here (a Counter over `str.split`, by none of the compared systems). squall, on the measured
@@ -238,16 +241,21 @@ class WaveLog:
     snapshot of the timers when profiling, and of `extra()` when given: a window over whole waves."""
 
     def __init__(self, coord: Any, timers: Timers | None = None, extra: Callable[[], Any] | None = None) -> None:
-        # (perf_counter, epoch secs, waves, bolt executed, emitted, acked, timers snapshot, extra())
+        # (perf_counter, epoch secs, waves, bolt executed, emitted, acked, timers snapshot, extra(),
+        #  this process's CPU seconds less what this log's own probes took)
         self.rows: list[tuple] = []
+        self.probe_cpu = 0.0  # CPU seconds extra() took, so the driver's own CPU can be told apart
         orig = coord.run_wave
 
         def run_wave() -> Any:
             res = orig()
             st = coord.stats
+            c0 = time.thread_time()
+            more = extra() if extra else None
+            self.probe_cpu += time.thread_time() - c0
             self.rows.append((time.perf_counter(), time.time(), coord.waves_done, bolt_executed(st),
                               st[SPOUT].emitted, st[SPOUT].acked, timers.snapshot() if timers else None,
-                              extra() if extra else None))
+                              more, time.process_time() - self.probe_cpu))
             return res
 
         coord.run_wave = run_wave
@@ -293,7 +301,7 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
             cluster.submit_topology(name, conf, topology)
         coord = cluster.coordinator(name)
         # Wrapped from the next wave on (the wave thread looks the methods up on the instances).
-        timers = install_spark_timers(coord) if profile_spark and engine == "spark" else None
+        timers = slot_timers(coord) if profile_spark and engine == "spark" else None
         waves = WaveLog(coord, timers, extra=proc_cpu.tree_cpu)  # cores per process kind at each wave end
         time.sleep(warmup)
         deadline = time.monotonic() + 120
@@ -314,15 +322,13 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
     win = waves.window(t0, t1)
     if win is None:
         say(f"bench: fewer than 2 waves ended in the {seconds:.0f}s window; rates are 0")
-        first = last = (t0, time.time(), 0, 0, 0, 0, None)
+        first = last = (t0, time.time(), 0, 0, 0, 0, None, None, 0.0)
     else:
         first, last = win
     dt = max(last[0] - first[0], 1e-9)
     nwaves = last[2] - first[2]
-    if timers is not None:
-        restore_job_wait(timers)
-        if nwaves:
-            prof_spark = spark_profile(coord, first, last)
+    if timers is not None and nwaves:
+        prof_spark = spark_profile(coord, first, last)
     out = {
         "bolt_tuples_per_sec": (last[3] - first[3]) / dt if nwaves else 0.0,
         "sentences_per_sec": (last[4] - first[4]) / dt if nwaves else 0.0,
@@ -337,6 +343,10 @@ def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ack
         "secs": dt,
         "profile_spark": prof_spark,
         "cpu_cores": proc_cpu.cores(first[7], last[7], dt) if nwaves else None,
+        # the driver process's CPU (every thread: the wave loop, Py4J, Spark's and squall's own) a
+        # sentence; its JVM is apart, in cpu_cores
+        "driver_cpu_us_per_sentence": round(1e6 * (last[8] - first[8]) / (last[4] - first[4]), 3)
+        if nwaves and last[4] > first[4] else None,
     }
     say(f"bench:   {out['bolt_tuples_per_sec']:,.0f} bolt-tuples/s, {out['waves_per_sec']:.2f} waves/s, "
         f"{out['sentences_per_wave']:,.0f} sentences/wave, p50/p99 {_r(out['p50'])}/{_r(out['p99'])} ms")
@@ -400,167 +410,76 @@ def run_steady(example: ModuleType, engine: str, spark: Any, parallelism: int, r
 # -- --profile-spark --------------------------------------------------------------------------------
 
 
-def install_spark_timers(coord: Any) -> Timers:
-    """Times the coordinator's and the Spark executor's steps (instance attributes, so from the
-    next wave on). `job_build`: per wave, building its RDDs and submitting its job (pickling the
-    spout output, Py4J calls, persist); resident, pickling the spout output and handing the wave
-    to a runner thread; `job_wait`: the driver waiting for the oldest wave in flight (per wave,
-    it includes `decode`); the jobs (or the runners) run in the executor's threads. Resident, the
-    snapshots also hold each slot's busy seconds (its tasks' steps and snapshots)."""
-    ex = coord.executor
-    SubmittedWave = sys.modules[type(ex).__module__].SubmittedWave  # noqa: N806 - the executor's own class
-
+def slot_timers(coord: Any) -> Timers:
+    """Times the Spark engine's driver steps (instance attributes, so from the next wave on):
+    `start` sends a wave's markers (and, for driver-bound spouts, pulls them: `driver_spouts`);
+    `wait` waits for the slots' reports, of which `reports` is absorbing them. Each snapshot also
+    holds every slot's busy seconds (its tasks' steps and snapshots) and the bytes so far between
+    slots and on the driver's links."""
     t = Timers()
-    t.probe = (lambda: dict(ex.busy_secs)) if hasattr(ex, "busy_secs") else None
+
+    def probe() -> dict[str, Any]:
+        links = coord.pool.slots
+        return {"busy": dict(coord.busy_secs), "peer_bytes": coord.peer_bytes(),
+                "driver_bytes": sum(x.sent.wave_bytes + x.received.wave_bytes for x in links),
+                "driver_messages": sum(x.sent.messages + x.received.messages for x in links)}
+
+    t.probe = probe
     t.wrap(coord, "run_wave", "wave")
-    t.wrap(coord, "_call_spout", "spout")
-    t.wrap(ex, "submit_wave", "job_build")
-    if hasattr(ex, "_output"):
-        t.wrap(ex, "_output", "decode")
-    t.wrap(coord, "_apply", "apply")
-    if coord.ledger is not None:  # no ackers: no ledger
-        t.wrap(coord.ledger, "apply", "ledger")
-    t.wrap(coord, "_finish", "finish")
-    t.wrap(coord, "_rotate_if_due", "rotate")
-    # SubmittedWave.result is only called by the wave thread while a case runs; restored at the end.
-    t.restore = (SubmittedWave, SubmittedWave.result)
-    t.wrap(SubmittedWave, "result", "job_wait")
+    t.wrap(coord, "_start_wave", "start")
+    t.wrap(coord, "_driver_level0", "driver_spouts")
+    t.wrap(coord, "_wait", "wait")
+    t.wrap(coord, "_report", "reports")
     return t
 
 
-def restore_job_wait(timers: Timers) -> None:
-    cls, result = timers.restore
-    cls.result = result
-
-
-def _opt_ms(opt: Any) -> float | None:
-    """A Scala Option[java.util.Date] as epoch ms."""
-    try:
-        return float(opt.get().getTime()) if opt.isDefined() else None
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
-    """Per wave, over the whole waves of the window: the driver's steps (timers snapshotted at
-    the window's first and last wave ends) and the stages, tasks and executor time of the Spark
-    jobs submitted between those two wave ends (from Spark's status store)."""
+    """Per wave, over the whole waves of the window: the driver's steps (timers snapshotted at the
+    window's first and last wave ends), each slot's busy time, and the bytes a wave moves."""
     waves = last[2] - first[2]
-    s0, c0, busy0 = first[6]
-    s1, c1, busy1 = last[6]
+    s0, c0, p0 = first[6]
+    s1, c1, p1 = last[6]
     n = max(c1["wave"] - c0["wave"], 1)
     per_wave = {k: 1000 * (s1[k] - s0[k]) / n for k in s1}
-    per_wave.setdefault("decode", 0.0)
-    per_wave["apply_other"] = per_wave["apply"] - per_wave.get("ledger", 0.0) - per_wave["finish"]
-    per_wave["other"] = per_wave["wave"] - per_wave["spout"] - per_wave["job_build"] - per_wave["job_wait"] - \
-        per_wave["apply"] - per_wave["rotate"]
-    bolt_exec = sum(s.exec_secs for s in coord.stats.values() if s.kind == "bolt")
-    out = {
+    per_wave["other"] = per_wave["wave"] - per_wave["start"] - per_wave["wait"]
+    per_wave["wait_other"] = per_wave["wait"] - per_wave["reports"]
+    span = max(last[0] - first[0], 1e-9)
+    busy = {slot: b - p0["busy"].get(slot, 0.0) for slot, b in p1["busy"].items()}
+    sentences = max(last[4] - first[4], 1)
+    bolt_exec = sum(st.exec_secs for st in coord.stats.values() if st.kind == "bolt")
+    return {
         "waves": waves,
-        "wave_span_secs": round(last[0] - first[0], 2),
-        "driver_ms_per_wave": {k: round(v, 2) for k, v in sorted(per_wave.items())},
+        "wave_span_secs": round(span, 2),
+        "driver_ms_per_wave": {k: round(v, 3) for k, v in sorted(per_wave.items())},
+        "slots": {"busy_ms_per_wave": {str(k): round(1000 * b / max(waves, 1), 2) for k, b in busy.items()},
+                  "busy_share": {str(k): round(b / span, 3) for k, b in busy.items()}},
+        "peer_bytes_per_sentence": round((p1["peer_bytes"] - p0["peer_bytes"]) / sentences, 1),
+        "driver_bytes_per_wave": round((p1["driver_bytes"] - p0["driver_bytes"]) / max(waves, 1)),
+        "driver_messages_per_wave": round((p1["driver_messages"] - p0["driver_messages"]) / max(waves, 1), 1),
         "bolt_execute_ms_per_wave_whole_run": round(1000 * bolt_exec / max(coord.waves_done, 1), 2),
     }
-    if busy1 is not None:  # resident tasks: no job per wave; each slot's busy time instead
-        span = max(last[0] - first[0], 1e-9)
-        busy = {s: busy1[s] - busy0.get(s, 0.0) for s in busy1}
-        out["slots_per_wave"] = {"busy_ms": {str(s): round(1000 * b / max(waves, 1), 2) for s, b in busy.items()},
-                                 "busy_share": {str(s): round(b / span, 3) for s, b in busy.items()}}
-        return out
-    out["spark_per_wave"] = _spark_jobs_per_wave(coord.executor, first, last, waves)
-    return out
-
-
-def _spark_jobs_per_wave(ex: Any, first: tuple, last: tuple, waves: int) -> dict[str, Any]:
-    """The stages, tasks and executor time of the per-wave Spark jobs submitted between the two wave
-    ends (from Spark's status store)."""
-    store = ex.sc._jsc.sc().statusStore()
-    lo, hi = 1000 * first[1], 1000 * last[1]
-    agg: Counter = Counter()
-    stages_per_job: list[int] = []
-    walls: list[float] = []
-    for j in sorted(ex.sc.statusTracker().getJobIdsForGroup(f"squall-{ex.uid[:8]}")):
-        try:
-            jd = store.job(j)
-        except Exception:  # noqa: BLE001 - evicted from the store
-            agg["jobs_missing"] += 1
-            continue
-        sub, done = _opt_ms(jd.submissionTime()), _opt_ms(jd.completionTime())
-        if sub is None or not lo < sub <= hi:
-            continue
-        agg["jobs"] += 1
-        if done is not None:
-            walls.append(done - sub)
-        stage_ids = [int(x) for x in jd.stageIds().mkString(",").split(",") if x]
-        stages_per_job.append(len(stage_ids))
-        for sid in stage_ids:
-            try:
-                sd = store.lastStageAttempt(sid)
-            except Exception:  # noqa: BLE001
-                agg["stages_missing"] += 1
-                continue
-            status = sd.status().toString()
-            if status == "SKIPPED":
-                agg["stages_skipped"] += 1
-                continue
-            agg["stages_run"] += 1
-            agg["tasks"] += sd.numCompleteTasks()
-            agg["task_failures"] += sd.numFailedTasks()
-            agg["executor_run_ms"] += sd.executorRunTime()
-            agg["executor_cpu_ms"] += sd.executorCpuTime() / 1e6
-            agg["deserialize_ms"] += sd.executorDeserializeTime()
-            agg["result_serialize_ms"] += sd.resultSerializationTime()
-            agg["jvm_gc_ms"] += sd.jvmGcTime()
-            agg["shuffle_write_bytes"] += sd.shuffleWriteBytes()
-            agg["shuffle_read_bytes"] += sd.shuffleReadBytes()
-            s_sub, s_done = _opt_ms(sd.submissionTime()), _opt_ms(sd.completionTime())
-            if s_sub is not None and s_done is not None:
-                agg["stage_wall_ms"] += s_done - s_sub
-    w = max(waves, 1)
-    spark = {k: v / w for k, v in agg.items() if k not in ("jobs_missing", "stages_missing")}
-    spark["job_wall_ms"] = sum(walls) / w
-    spark["stages_per_job_max"] = max(stages_per_job, default=0)
-    spark["jobs_missing"] = agg["jobs_missing"]
-    return {k: round(v, 2) for k, v in sorted(spark.items())}
 
 
 def print_spark_profile(p: dict[str, Any]) -> None:
     d = p["driver_ms_per_wave"]
     wave = d["wave"] or 1e-9
 
-    def line(label: str, ms: float, note: str = "") -> None:
-        say(f"  {label:<44} {ms:9.1f} ms  {100 * ms / wave:5.1f}%  {note}")
+    def line(label: str, ms: float) -> None:
+        say(f"  {label:<52} {ms:9.2f} ms  {100 * ms / wave:5.1f}%")
 
     say(f"--- --profile-spark: where a wave's time goes ({p['waves']} waves in the window) ---")
-    line("wave (Coordinator.run_wave)", d["wave"])
-    line("  spout: next_tuple loop + roots (driver)", d["spout"])
-    line("  build RDDs + submit the job (driver)", d["job_build"])
-    line("  wait for the oldest job in flight", d["job_wait"])
-    line("    decode rows (driver)", d["decode"])
-    line("  apply: ledger + spout acks", d["apply"])
-    line("    ledger.apply (XOR ledger)", d.get("ledger", 0.0))
-    line("    _finish (pending pop, latency, spout.ack)", d["finish"])
-    line("  timeouts rotation", d["rotate"])
-    line("  other", d["other"])
-    if "slots_per_wave" in p:
-        sl = p["slots_per_wave"]
-        for slot, ms in sl["busy_ms"].items():
-            say(f"  slot {slot}: its tasks' steps and snapshots {ms:9.1f} ms a wave, busy "
-                f"{100 * sl['busy_share'][slot]:5.1f}% of the time")
-        say(f"  bolt execute() {p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run)")
-        return
-    s = p["spark_per_wave"]
-    say(f"  Spark per wave: {s.get('jobs', 0):.2f} jobs, {s.get('stages_run', 0):.2f} stages run "
-        f"(+{s.get('stages_skipped', 0):.1f} skipped; at most {s.get('stages_per_job_max')} stages in a job), "
-        f"{s.get('tasks', 0):.1f} tasks")
-    say(f"  job wall {s.get('job_wall_ms', 0):.1f} ms, sum of stage walls {s.get('stage_wall_ms', 0):.1f} ms, "
-        f"executor run {s.get('executor_run_ms', 0):.1f} ms (cpu {s.get('executor_cpu_ms', 0):.1f} ms of the JVM "
-        f"task threads), deserialize {s.get('deserialize_ms', 0):.1f} ms, GC {s.get('jvm_gc_ms', 0):.1f} ms")
-    say(f"  shuffle write {s.get('shuffle_write_bytes', 0) / 1e6:.2f} MB/wave, read "
-        f"{s.get('shuffle_read_bytes', 0) / 1e6:.2f} MB/wave; bolt execute() "
-        f"{p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run)")
-
-
+    line("wave (ClusterDriver.run_wave, the driver's thread)", d["wave"])
+    line("  start: markers out", d["start"])
+    line("    driver-bound spouts' level 0", d["driver_spouts"])
+    line("  wait for the slots' reports", d["wait"])
+    line("    absorbing reports (stats, verdict counts)", d["reports"])
+    line("  other (figures, sizing)", d["other"])
+    for slot, ms in p["slots"]["busy_ms_per_wave"].items():
+        say(f"  slot {slot}: its tasks' steps and snapshots {ms:9.1f} ms a wave, busy "
+            f"{100 * p['slots']['busy_share'][slot]:5.1f}% of the time")
+    say(f"  bolt execute() {p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run); slot to slot "
+        f"{p['peer_bytes_per_sentence']:.0f} bytes a sentence; the driver's links {p['driver_bytes_per_wave']:,} "
+        f"bytes and {p['driver_messages_per_wave']:.0f} messages a wave")
 # -- the corpus: the spout's own sentences -----------------------------------------------------------
 
 
@@ -797,85 +716,35 @@ def run_plain_pyspark(session: Any, sentences: list[str], tuples: int, seconds: 
 
 
 def wave_overhead(example: ModuleType, session: Any, parallelism: int) -> dict[str, Any]:
-    """Median times: the Spark engine's run_wave (its tasks resident or per wave, as the run's) for
-    a wave of one sentence and for one with no input (per wave: its job's collect alone too);
-    Coordinator.run_wave when the spout emits nothing (it runs no wave then)."""
-    from squall.engine.clock import RealClock  # noqa: PLC0415
-    from squall.engine.cluster import make_executor  # noqa: PLC0415
-    from squall.engine.coordinator import Coordinator  # noqa: PLC0415
-
+    """Median times of the Spark engine's run_wave, in its own wave thread: a wave of one sentence
+    (waves of at most one) and a wave whose spout emits nothing (limit 0)."""
     say(f"bench: wave overhead ({OVERHEAD_WARMUP_WAVES} + {OVERHEAD_WAVES} waves each) ...")
-    conf = effective_conf(example.CONF)
-    conf[Config.SQUALL_WAVE_MAX_TUPLES] = 1  # one sentence per wave
-    conf[Config.SQUALL_WAVES_IN_FLIGHT] = 1  # a wave alone: its latency, not the pipeline's rate
-    ex = make_executor("spark", example.build_topology(parallelism), conf, session)
-    coord = Coordinator("overhead-one", example.build_topology(parallelism), conf, ex, RealClock())
-    one: list[float] = []
-    coord_one: list[float] = []
-    collects: list[float] = []  # the job as its thread waits for it (executor._collect), in each no-input wave
-    orig = ex.run_wave
 
-    def timed(*args: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return orig(*args)
-        finally:
-            one.append(time.perf_counter() - t)
+    def medians(limit: int | None, wave_tuples: int | None) -> float:
+        conf = effective_conf(example.CONF)
+        if wave_tuples:
+            conf[Config.SQUALL_WAVE_MAX_TUPLES] = wave_tuples
+        times: list[float] = []
+        with LocalCluster(engine="spark", spark=session) as cluster:
+            cluster.submit_topology("overhead", conf, example.build_topology(parallelism, limit=limit))
+            coord = cluster.coordinator("overhead")
+            orig = coord.run_wave
 
-    orig_collect = getattr(ex, "_collect", None)
+            def timed() -> Any:
+                t = time.perf_counter()
+                try:
+                    return orig()
+                finally:
+                    times.append(time.perf_counter() - t)
 
-    def timed_collect(*args: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return orig_collect(*args)
-        finally:
-            collects.append(time.perf_counter() - t)
+            coord.run_wave = timed
+            deadline = time.monotonic() + 120
+            while len(times) < OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES and time.monotonic() < deadline:
+                time.sleep(0.01)
+            cluster.kill_topology("overhead")
+        return 1000 * statistics.median(times[OVERHEAD_WARMUP_WAVES:]) if times[OVERHEAD_WARMUP_WAVES:] else None
 
-    ex.run_wave = timed
-    coord.start()
-    try:
-        for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
-            t = time.perf_counter()
-            coord.run_wave()
-            coord_one.append(time.perf_counter() - t)
-        ex.run_wave = orig
-        empty: list[float] = []
-        wave = coord.wave
-        if orig_collect is not None:
-            ex._collect = timed_collect
-        for _ in range(OVERHEAD_WARMUP_WAVES + OVERHEAD_WAVES):
-            wave += 1
-            t = time.perf_counter()
-            ex.run_wave([], wave)
-            empty.append(time.perf_counter() - t)
-    finally:
-        if orig_collect is not None:
-            ex._collect = orig_collect
-        coord.close()
-
-    conf0 = effective_conf(example.CONF)
-    ex0 = make_executor("spark", example.build_topology(parallelism, limit=0), conf0, session)
-    coord0 = Coordinator("overhead-none", example.build_topology(parallelism, limit=0), conf0, ex0, RealClock())
-    coord0.start()
-    idle: list[float] = []
-    try:
-        for _ in range(200):
-            t = time.perf_counter()
-            coord0.run_wave()
-            idle.append(time.perf_counter() - t)
-    finally:
-        coord0.close()
-
-    def med(xs: list[float]) -> float:
-        return 1000 * statistics.median(xs[OVERHEAD_WARMUP_WAVES:])
-
-    out = {
-        "one_sentence_executor_ms": med(one),
-        "one_sentence_coordinator_ms": med(coord_one),
-        "no_input_executor_ms": med(empty),
-        "no_input_collect_ms": med(collects) if collects else None,
-        "no_spout_output_coordinator_ms": 1000 * statistics.median(idle),
-    }
+    out = {"one_sentence_wave_ms": medians(None, 1), "no_spout_output_wave_ms": medians(0, None)}
     say("bench:   " + ", ".join(f"{k} {v:.2f}" for k, v in out.items() if v is not None))
     return out
 
@@ -925,13 +794,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="(acked, no ackers) pairs run back to back, who goes first alternating; acking_cost_ratio "
                         "is the median of their ratios (default 3: the first two cases and 2 more pairs)")
     p.add_argument("--pair-seconds", type=float, default=8.0, help="measured seconds of each case of the extra pairs")
-    p.add_argument("--tasks", choices=("resident", "per-wave"), default="resident",
-                   help="spark: squall.spark.tasks for every case (default resident: tasks live in slots; "
-                        "per-wave: a Spark job a wave)")
     p.add_argument("--no-compare", action="store_true", help="spark: skip Bytewax, plain PySpark, wave overhead")
     p.add_argument("--profile", action="store_true", help="profile the acking case; top 25 by tottime to stderr")
     p.add_argument("--profile-spark", action="store_true",
-                   help="spark: where the acking case's wave time goes (driver steps, stages, tasks)")
+                   help="spark: where the acking case's wave time goes (driver steps, slots, bytes)")
     args = p.parse_args(argv)
     if args.vocabulary is not None and (args.spout != "corpus" or args.vocabulary < 1):
         p.error("--vocabulary needs --spout corpus (the default) and a count of words >= 1")
@@ -990,7 +856,7 @@ def cpu_ms_per_wave(case: dict[str, Any]) -> dict[str, float] | None:
 def wave_cost_fields(pairs: list[tuple[dict, dict]], tiny: dict[str, Any]) -> dict[str, Any]:
     """Where `acking_cost_ratio` comes from. `tiny` is the acking case with waves of
     FIXED_COST_WAVE_SENTENCES sentences: its CPU a wave is what every wave costs whatever its size
-    (a Spark job, its tasks, the driver's turn). Above that, each case pays a CPU cost per
+    (markers, level barriers, reports, the driver's turn). Above that, each case pays a CPU cost per
     sentence (`sentence_cpu_us_*`, the first pair's). Max spout pending caps the acked waves and
     not the others, so a pair's two cases pay the fixed cost over different numbers of sentences.
     `acking_cost_ratio_from_wave_sizes_pairs` is the ratio that alone predicts for each (acked, no
@@ -1029,9 +895,10 @@ def squall_fields(args: argparse.Namespace, acking: dict[str, Any], no_acking: d
     return {
         "engine": args.engine,
         "spark_master": args.spark if args.engine == "spark" else None,
-        "spark_tasks": args.tasks if args.engine == "spark" else None,
         "bolt_tuples_per_sec_acking": round(a),
         "bolt_tuples_per_sec_no_acking": round(n),
+        "driver_cpu_us_per_sentence": acking["driver_cpu_us_per_sentence"],
+        "driver_cpu_us_per_sentence_no_acking": no_acking["driver_cpu_us_per_sentence"],
         "acking_cost_ratio": _ratio(n, a),
         "complete_latency_p50_ms": _r(acking["p50"]),
         "complete_latency_p99_ms": _r(acking["p99"]),
@@ -1090,11 +957,8 @@ def compare(args: argparse.Namespace, example: ModuleType, session: Any, acking:
         "plain_rdd_over_squall_first_case": _ratio(plain["rdd"]["bolt_tuples_per_sec"], acking["bolt_tuples_per_sec"]),
         "compared_squall_bolt_tuples_per_sec": round(a),
         "goal_plain_over_squall_max": GOAL_PLAIN_OVER_SQUALL_MAX,
-        "empty_wave_ms": _r(overhead["one_sentence_executor_ms"]),
-        "empty_wave_coordinator_ms": _r(overhead["one_sentence_coordinator_ms"]),
-        "no_input_wave_executor_ms": _r(overhead["no_input_executor_ms"]),
-        "no_input_wave_collect_ms": _r(overhead["no_input_collect_ms"]),
-        "no_spout_output_wave_ms": _r(overhead["no_spout_output_coordinator_ms"], 4),
+        "empty_wave_ms": _r(overhead["one_sentence_wave_ms"], 2),
+        "no_spout_output_wave_ms": _r(overhead["no_spout_output_wave_ms"], 3),
         "goal_empty_wave_ms_max": GOAL_EMPTY_WAVE_MS_MAX,
     }
     errors = {"bytewax": bw["count_errors"] if bw else None,
@@ -1126,7 +990,6 @@ def main(argv: list[str] | None = None) -> int:
     json_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
 
-    Config.DEFAULTS[Config.SQUALL_SPARK_TASKS] = args.tasks  # every case, the counts check and the overhead
     example = load_example()
     if args.spout == "corpus":
         use_corpus(example, args.corpus_sentences, args.vocabulary)

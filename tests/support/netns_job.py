@@ -4,8 +4,9 @@ root namespace, with spark.driver.host on the harness's bridge address. It print
 stdout; the last one is the result.
 
 Shipping, as a user would: the executors' Python is a clean venv without squall
-(spark.pyspark.python), squall goes as a zip with `addPyFile` (what `--py-files` does), the
-topology's own modules too; the topology file itself is pickled by value, as `squall run` does.
+(spark.pyspark.python), squall goes as a zip with `addPyFile` (what `--py-files` does); the
+topology file is pickled by value, as `squall run` does, and the modules it imports its components
+from (rabbitmq_wordcount's bolts come from wordcount.py) go by value too, with nothing added by hand.
 
     python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
 
@@ -56,7 +57,6 @@ def session(args: argparse.Namespace) -> Any:
     })
     sc = spark.sparkContext
     sc.addPyFile(squall_zip())
-    sc.addPyFile(str(EXAMPLES / "wordcount.py"))  # rabbitmq_wordcount imports its bolts by name
     return spark
 
 
