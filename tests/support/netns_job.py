@@ -4,8 +4,8 @@ root namespace, with spark.driver.host on the harness's bridge address. It print
 stdout; the last one is the result.
 
 Shipping, as a user would: the executors' Python is a clean venv without squall
-(spark.pyspark.python), squall goes as a zip with `addPyFile` (what `--py-files` does); the
-topology file is pickled by value, as `squall run` does, and the modules it imports its components
+(spark.pyspark.python); squall ships itself as a zip at the first submit (what `--py-files`
+does by hand); the topology file is pickled by value, as `squall run` does, and the modules it imports its components
 from (rabbitmq_wordcount's bolts come from wordcount.py) go by value too, with nothing added by hand.
 
     python tests/support/netns_job.py MASTER DRIVER_HOST WORKER_PYTHON SCENARIO [--opt value ...]
@@ -41,7 +41,6 @@ CLUSTER_CONF: dict[str, Any] = {}  # the shared paths of this cluster (main sets
 
 def session(args: argparse.Namespace) -> Any:
     from squall.engine.spark.session import get_or_create_session
-    from squall.engine.spark.ship import squall_zip
 
     os.environ["PYSPARK_PYTHON"] = args.worker_python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -55,8 +54,6 @@ def session(args: argparse.Namespace) -> Any:
         "spark.executor.memory": "768m",
         "spark.task.maxFailures": "4",
     })
-    sc = spark.sparkContext
-    sc.addPyFile(squall_zip())
     return spark
 
 
@@ -476,8 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = session(args)
     sc = spark.sparkContext
     try:
-        probe = where_python_runs(sc)
         result = SCENARIOS[args.scenario](args, spark)
+        probe = where_python_runs(sc)  # after a topology: squall shipped itself to the executors
         result.update({"master": sc.master, "app_id": sc.applicationId, "executors": executors(sc),
                        "probe": probe, "secs": round(time.monotonic() - t0, 1)})
     finally:

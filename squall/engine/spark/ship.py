@@ -36,6 +36,14 @@ def squall_zip(dest_dir: str | None = None) -> str:
     return str(out)
 
 
+def ship_squall(sc: Any) -> None:
+    """squall's own zip to a cluster's executors, once per context (what `--py-files` does by
+    hand), so their Python needs only squall's dependencies; a zip already added is left alone."""
+    if is_local_master(sc.master) or "squall.zip" in (sc._python_includes or []):
+        return
+    sc.addPyFile(squall_zip())
+
+
 def _installed_dirs() -> list[str]:
     """Where installed code lives (the standard library, site-packages): the executors' Python
     has its own copy of such modules, so they go by reference."""

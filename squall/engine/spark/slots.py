@@ -33,7 +33,7 @@ from squall.engine.resident.pool import Connected, SlotPool
 from squall.engine.spark.host_local import is_local_master
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.session import temp_checkpoint_dir, topology_session, ui_url
-from squall.engine.spark.ship import pickle_user_modules_by_value
+from squall.engine.spark.ship import pickle_user_modules_by_value, ship_squall
 
 log = logging.getLogger("squall")
 
@@ -243,6 +243,7 @@ def cluster_driver(name: str, topology: Any, conf: dict, clock: Any, spark: Any 
     """The Spark engine's driver of a topology: the session (`topology_session`), the context's
     slot pool, and a checkpoint directory for the slots' snapshots."""
     sc = topology_session(spark, conf, topology).sparkContext
+    ship_squall(sc)
     pickle_user_modules_by_value(sc, [spec.obj for spec in topology.specs.values()])
     if not conf.get(Config.SQUALL_CHECKPOINT_DIR):
         conf = {**conf, Config.SQUALL_CHECKPOINT_DIR: sc.getCheckpointDir() or temp_checkpoint_dir()}
