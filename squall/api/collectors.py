@@ -136,6 +136,9 @@ class OutputCollector:
         so = self._streams.get(stream)
         if so is None or type(values) is not list or len(values) != so.nfields or so.direct:
             values = checked_emit(so, values, self._streams, self._component, stream)  # or says what is wrong
+        if anchors is not None and type(anchors) is not Tuple and type(anchors) in (list, tuple) \
+                and len(anchors) == 1 and type(anchors[0]) is Tuple:
+            anchors = anchors[0]  # Storm's own `anchors=[t]`: one anchor, the lean path's
         if anchors is not None and (type(anchors) is not Tuple or anchors._done):
             anchors = self._runner.check_anchors(anchors)
         if so.unrouted and not self._record_all:
@@ -144,7 +147,11 @@ class OutputCollector:
         if so.bucket >= 0 and type(anchors) is Tuple and not self._emits:
             row = anchors._i
             if row == self.input_row and anchors._b is self._batch:  # the input being executed
-                p = so.pick(values)
+                cache = so.pick_cache  # a fields grouping's positions by value, looked up here
+                v = values[so.pick_index] if cache is not None else None
+                p = cache.get(v) if type(v) is str else None
+                if p is None:
+                    p = so.pick(values)
                 b = so.bucket + p
                 self._lean_keys.append(row * self._nb + b)
                 self._lean_vals[b].append(values[0] if so.nfields == 1 else values)  # one field: flat

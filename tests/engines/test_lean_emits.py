@@ -69,6 +69,24 @@ class LeanOnly(BasicBolt):
         c.emit([t["tid"], len(t["text"])], stream="totals")
 
 
+class ListAnchored(Bolt):
+    """Storm's documented split: every emit anchored with a list (or tuple) of the one input,
+    then an ack."""
+
+    def prepare(self, conf, ctx, c):
+        self.c = c
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+        d.declare(["tid", "n"], stream="totals")
+
+    def execute(self, t):
+        for w in t["text"].split():
+            self.c.emit([w], anchors=[t])
+        self.c.emit([t["tid"], len(t["text"])], anchors=(t,), stream="totals")
+        self.c.ack(t)
+
+
 class Sink(BasicBolt):
     def declare_output_fields(self, d):
         pass
@@ -136,7 +154,7 @@ def _acks(res):
     return roots[order].tolist(), vals[order].tolist(), sorted(res.fail_roots)
 
 
-@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly])
+@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly, ListAnchored])
 @pytest.mark.parametrize("sink_cls", [Sink, KeepAll])
 @pytest.mark.parametrize("tracked", [True, False])
 def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
@@ -152,10 +170,12 @@ def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
     assert any(so.bucket >= 0 for so in lean_task.streams.values())
 
 
-def test_a_lean_batch_needs_no_emit_records(monkeypatch):
-    """LeanOnly's emits all take the lean path: the collector hands over keys and buckets only."""
-    topo = _topology(LeanOnly(), Sink())
-    task = BoltTask(topo, "work", 0, Config(), LeanOnly())
+@pytest.mark.parametrize("bolt_cls", [LeanOnly, ListAnchored])
+def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
+    """LeanOnly's emits, and a Bolt's anchored with `anchors=[t]`, all take the lean path: the
+    collector hands over keys and buckets only."""
+    topo = _topology(bolt_cls(), Sink())
+    task = BoltTask(topo, "work", 0, Config(), bolt_cls())
     seen = []
     take = OutputCollector.take_recorded
 

@@ -1,0 +1,134 @@
+"""Storm's ways of writing the word count's split, each timed from submit until every sentence is
+acked (issue 50's table). Prints ONE JSON line; progress goes to stderr.
+
+The spout emits `--sentences` (400,000) fixed sentences with msg ids; the count is a BasicBolt.
+The split is written as:
+  - `list_anchor`: a `Bolt`, `emit([w], anchors=[t])` then `ack(t)` (Storm's documentation,
+    streamparse);
+  - `tuple_anchor`: a `Bolt`, `emit([w], anchors=t)` then `ack(t)`;
+  - `basic`: a `BasicBolt` (anchoring and the ack done for it).
+`bolt_tuples_per_sec` counts split and count executes; `over_basic` is each form against the
+BasicBolt's rate.
+
+    .venv/bin/python bench/idioms.py [--engine spark|local] [--sentences 400000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder  # noqa: E402
+
+WORDS = "the cow jumped over the moon an apple a day keeps the doctor away".split()
+
+
+class Sentences(Spout):
+    def __init__(self, n: int):
+        self.n = n
+
+    def declare_output_fields(self, d: Any) -> None:
+        d.declare(["sentence"])
+
+    def open(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self) -> None:
+        if self.i < self.n:
+            i = self.i
+            self.collector.emit([" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6 + i % 5))], msg_id=i)
+            self.i += 1
+
+
+class ListAnchor(Bolt):
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def declare_output_fields(self, d: Any) -> None:
+        d.declare(["word"])
+
+    def execute(self, t: Any) -> None:
+        for w in t[0].split():
+            self.collector.emit([w], anchors=[t])
+        self.collector.ack(t)
+
+
+class TupleAnchor(ListAnchor):
+    def execute(self, t: Any) -> None:
+        for w in t[0].split():
+            self.collector.emit([w], anchors=t)
+        self.collector.ack(t)
+
+
+class Basic(BasicBolt):
+    def declare_output_fields(self, d: Any) -> None:
+        d.declare(["word"])
+
+    def execute(self, t: Any, collector: Any) -> None:
+        for w in t[0].split():
+            collector.emit([w])
+
+
+class Count(BasicBolt):
+    def prepare(self, conf: dict, context: Any) -> None:
+        self.counts: dict[str, int] = {}
+
+    def declare_output_fields(self, d: Any) -> None:
+        d.declare(["word", "count"])
+
+    def execute(self, t: Any, collector: Any) -> None:
+        c = self.counts[t[0]] = self.counts.get(t[0], 0) + 1
+        collector.emit([t[0], c])
+
+
+FORMS = {"list_anchor": ListAnchor, "tuple_anchor": TupleAnchor, "basic": Basic}
+
+
+def run(form: str, engine: str, spark: Any, n: int) -> dict[str, Any]:
+    b = TopologyBuilder()
+    b.set_spout("sentences", Sentences(n))
+    b.set_bolt("split", FORMS[form](), parallelism=2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 50_000})
+    with LocalCluster(engine=engine, spark=spark) as cluster:
+        t0 = time.perf_counter()
+        cluster.submit_topology(form, conf, b.create_topology())
+        cluster.wait_idle(600)
+        secs = time.perf_counter() - t0
+        st = cluster.get_topology_stats(form)
+    executed = st["split"]["executed"] + st["count"]["executed"]
+    out = {"bolt_tuples_per_sec": round(executed / secs), "secs": round(secs, 2),
+           "acked": st["sentences"]["acked"], "failed": st["sentences"]["failed"]}
+    print(f"idioms: {form}: {json.dumps(out)}", file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", choices=("spark", "local"), default="spark")
+    p.add_argument("--sentences", type=int, default=400_000)
+    args = p.parse_args()
+    spark = None
+    if args.engine == "spark":
+        from squall.engine.spark.session import get_or_create_session  # noqa: PLC0415
+
+        spark = get_or_create_session("local[2]", app_name="squall-idioms")
+        run("basic", args.engine, spark, 20_000)  # warm-up: Python workers, JIT
+    forms = {f: run(f, args.engine, spark, args.sentences) for f in FORMS}
+    basic = forms["basic"]["bolt_tuples_per_sec"]
+    for f in forms.values():
+        f["over_basic"] = round(f["bolt_tuples_per_sec"] / basic, 3)
+    ok = all(f["acked"] == args.sentences and f["failed"] == 0 for f in forms.values())
+    print(json.dumps({"bench": "idioms", "engine": args.engine, "sentences": args.sentences, "forms": forms,
+                      "all_acked": ok}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
