@@ -77,7 +77,9 @@ class TridentSpoutExecutor(Spout):
         if self.spout.kind == OPAQUE:
             self.max_in_flight = 1  # the next batch starts where this one's (possibly new) meta ends
         self.meta = self.meta_factory.meta_store(conf) if self.meta_factory is not None else DictMetaStore()
-        self.committed = int(self._get("committed") or 0)
+        committed = self._get("committed")
+        # txids start at 1, or where a spout that numbers its own batches starts (Spark's batch ids: 0)
+        self.committed = int(committed) if committed is not None else getattr(self.spout, "first_txid", 1) - 1
         self.batches: dict[int, _Batch] = {}
         self.replay: deque[int] = deque()
         self.next_txid = self.committed + 1
@@ -139,6 +141,13 @@ class TridentSpoutExecutor(Spout):
         if self.replay:
             self._emit(self.batches[self.replay.popleft()])
             return
+        numbered = getattr(self.spout, "next_txid", None)
+        if numbered is not None and not self.batches:  # the spout says which txid its next batch is
+            txid = numbered(self.committed)
+            if txid is None:
+                self.exhausted = True
+                return
+            self.committed, self.next_txid = txid - 1, txid
         if len(self.batches) < self.max_in_flight:
             b = _Batch(self.next_txid)
             if self._emit(b):
@@ -222,16 +231,21 @@ class TridentSpoutExecutor(Spout):
             if b.status == "committing" and msg_id[3] == b.commit_try:
                 log.warning("trident %s: commit of txid %d failed (%s); retrying", self.name, txid, reason)
                 b.status = "processed"
+                on_commit_failed = getattr(self.spout, "commit_failed", None)
+                if on_commit_failed is not None:  # e.g. a Spark sink counts the attempts of its batch
+                    on_commit_failed(txid, reason)
             return
         b.attempt += 1
+        on_failed = getattr(self.spout, "batch_failed", None)
         if self.spout.kind == NON_TRANSACTIONAL:
             log.warning("trident %s: batch %d failed (%s); a non-transactional spout does not replay it",
                         self.name, txid, reason)
-            on_failed = getattr(self.spout, "batch_failed", None)
             if on_failed is not None:  # e.g. the DRPC spout answers the request with the error
                 on_failed(txid, reason)
             b.status = "processed"  # commit it empty, to keep txids in order
             return
+        if on_failed is not None:  # e.g. a Spark sink counts the attempts of its batch
+            on_failed(txid, reason)
         log.warning("trident %s: batch %d failed (%s); replaying it as attempt %d", self.name, txid, reason,
                     b.attempt)
         b.status = "new"

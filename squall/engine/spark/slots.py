@@ -230,12 +230,40 @@ class SparkSlots:
 
 def pool_for(sc: Any, conf: dict) -> SlotPool:
     """The slot pool of this SparkContext, made on first use."""
+    count = max(1, int(conf.get(Config.SQUALL_SPARK_SLOTS) or sc.defaultParallelism))
     with _POOLS_LOCK:
         pool = _POOLS.get(id(sc))
         if pool is None or pool.host.sc is not sc:
-            count = int(conf.get(Config.SQUALL_SPARK_SLOTS) or sc.defaultParallelism)
-            pool = _POOLS[id(sc)] = SlotPool(SparkSlots(sc), max(1, count), task_attempts(sc))
+            pool = _POOLS[id(sc)] = SlotPool(SparkSlots(sc), count, task_attempts(sc))
+        with pool.lock:
+            if not pool.members:  # no slot runs: the next topology decides how many
+                pool.count = count
         return pool
+
+
+def slots_leaving_a_core(sc: Any, conf: dict, who: str) -> dict:
+    """`conf` with squall.spark.slots set so that one core stays free for Spark's own jobs (a
+    streaming query's micro-batches), which would wait forever behind slots holding every core."""
+    cores = sc.defaultParallelism
+    want = conf.get(Config.SQUALL_SPARK_SLOTS)
+    if cores < 2:
+        raise ValueError(f"{who} needs at least 2 Spark cores: one for the query's own tasks and one for the "
+                         f"topology's slot; this SparkContext has {cores} (master {sc.master}). Use local[2] or more")
+    if want is not None and int(want) >= cores:
+        raise ValueError(f"{who}: squall.spark.slots={want} would hold all {cores} Spark cores, and the query's "
+                         f"own tasks could never run; set it to at most {cores - 1}")
+    with _POOLS_LOCK:
+        pool = _POOLS.get(id(sc))
+    if pool is not None and pool.host.sc is sc and pool.members and pool.count >= cores:
+        raise ValueError(f"{who}: other topologies on this SparkContext hold all {cores} Spark cores in slots; "
+                         f"kill them first, or submit them with squall.spark.slots at most {cores - 1}")
+    return {**conf, Config.SQUALL_SPARK_SLOTS: int(want) if want is not None else cores - 1}
+
+
+def checkpoint_dir(sc: Any, conf: dict) -> str:
+    """Where the slots keep their snapshots: squall.checkpoint.dir, else the context's checkpoint
+    dir, else a temp dir (one host)."""
+    return conf.get(Config.SQUALL_CHECKPOINT_DIR) or sc.getCheckpointDir() or temp_checkpoint_dir()
 
 
 def cluster_driver(name: str, topology: Any, conf: dict, clock: Any, spark: Any = None,
@@ -245,6 +273,5 @@ def cluster_driver(name: str, topology: Any, conf: dict, clock: Any, spark: Any 
     sc = topology_session(spark, conf, topology).sparkContext
     ship_squall(sc)
     pickle_user_modules_by_value(sc, [spec.obj for spec in topology.specs.values()])
-    if not conf.get(Config.SQUALL_CHECKPOINT_DIR):
-        conf = {**conf, Config.SQUALL_CHECKPOINT_DIR: sc.getCheckpointDir() or temp_checkpoint_dir()}
+    conf = {**conf, Config.SQUALL_CHECKPOINT_DIR: checkpoint_dir(sc, conf)}
     return ClusterDriver(name, topology, conf, clock, pool_for(sc, conf), capture, "spark", ui_url(sc))
