@@ -70,7 +70,7 @@ class BaseWindowedBolt(Component):
         return self
 
     def with_late_tuple_stream(self, stream: str) -> BaseWindowedBolt:
-        """Late tuples (event time at or before the last watermark) are emitted on `stream`, with
+        """Late tuples (event time older than the last watermark) are emitted on `stream`, with
         the input's fields, instead of being dropped. Either way they are acked."""
         if not isinstance(stream, str) or not stream:
             raise TypeError(f"with_late_tuple_stream takes a stream name, got {stream!r}")

@@ -9,6 +9,7 @@ its tuples, and acks each tuple as soon as no later window can contain it.
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from typing import Any
@@ -27,6 +28,9 @@ from squall.windowing.config import Count, Duration
 from squall.windowing.policies import align_up, earliest_after, retired, skip_empty_dues, window_and_expired
 from squall.windowing.window import TupleWindow
 
+log = logging.getLogger("squall.windowing")
+
+LATE_LOG_EVERY = 1000  # without a late stream, the first late tuple and then every this many are logged
 IN_LAST = 1  # store flag bit: the row was in the last window (get_new is the rest)
 
 
@@ -48,6 +52,7 @@ class WindowedBoltExecutor(Bolt):
         self.next_ref: int | None = None  # ms: the next time trigger (processing) or window end (event time)
         self.stream_ts: dict[tuple[str, str], int] = {}  # event time: newest timestamp per input stream
         self.watermark: int | None = None
+        self.late_dropped = 0  # late tuples with no late stream to go to
         self.next_watermark_at: float | None = None  # wave time (secs) of the next watermark
         self.spout_tasks: int | None = None  # spout tasks feeding it, when only spouts do
         # processing time with a count trigger: fire every this many tuples (0: another kind)
@@ -71,11 +76,12 @@ class WindowedBoltExecutor(Bolt):
         declarer.declare(list(input_fields[0]), stream=stream)
 
     def get_component_configuration(self) -> dict | None:
-        """The bolt's own, plus ticks at the sliding interval when processing time triggers the
-        window, so it fires on time even when no input arrives (Storm runs a timer for that). A tick
-        frequency the user sets wins. Event time needs none: only arrivals move its watermark."""
+        """The bolt's own, plus ticks where Storm runs a timer, so windows fire on time even when no
+        input arrives: at the sliding interval when processing time triggers the window, at the
+        watermark interval for event time (Storm's WaterMarkEventGenerator). A tick frequency the
+        user sets wins."""
         own = dict(self.bolt.get_component_configuration() or {})
-        every = None if self.spec.event_time else self.spec.interval
+        every = self.spec.watermark_interval if self.spec.event_time else self.spec.interval
         if isinstance(every, Duration) and own.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS) is None:
             own[Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = every.millis / 1000
         return own or None
@@ -199,15 +205,20 @@ class WindowedBoltExecutor(Bolt):
         return int(v)
 
     def _is_late(self, t: Tuple, ts: int) -> bool:
-        """Event time: track the stream's newest time; a tuple at or before the last watermark is
-        late: emitted on the late stream (if any), acked, and not held."""
+        """Event time: track the stream's newest time; a tuple older than the last watermark is
+        late (as Storm: `ts < watermark`): emitted on the late stream (if any), acked, and not held."""
         key = (t.source_component, t.source_stream)
         if ts > self.stream_ts.get(key, -(1 << 62)):
             self.stream_ts[key] = ts
-        if self.watermark is None or ts > self.watermark:
+        if self.watermark is None or ts >= self.watermark:
             return False
         if self.spec.late_stream is not None:
             self._out.emit(list(t.values), anchors=t, stream=self.spec.late_stream)
+        else:
+            self.late_dropped += 1
+            if self.late_dropped % LATE_LOG_EVERY == 1:
+                log.info("windowed bolt %r: a late tuple (ts %d, watermark %d) is in no window and acked; %d so far "
+                         "(with_late_tuple_stream keeps them)", self.component, ts, self.watermark, self.late_dropped)
         self._out.ack(t)
         return True
 
