@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,6 +20,7 @@ log = logging.getLogger("squall")
 
 ENGINES = ("spark", "local")
 IDLE_SLEEP_MAX = 0.005
+SIMULATED_IDLE_SLEEP_MAX = 0.02  # an idle simulated-time topology waits for a test's input: looked at less often
 
 
 def make_coordinator(engine: str, name: str, topology: StormTopology, conf: dict, clock: Any, spark: Any = None,
@@ -37,27 +39,30 @@ def make_coordinator(engine: str, name: str, topology: StormTopology, conf: dict
 class _Running:
     """One submitted topology: its coordinator and, in real time, the thread driving its waves."""
 
-    def __init__(self, coord: Coordinator):
+    def __init__(self, coord: Coordinator, idle_sleep_max: float = IDLE_SLEEP_MAX):
         self.coord = coord
+        self.idle_sleep_max = idle_sleep_max
         self.started = time.time()
         self.thread: threading.Thread | None = None
         self.stop = threading.Event()
         self.idle_wave = 0  # the last wave that made no progress
         self.crash: BaseException | None = None
         self.cond = threading.Condition()
+        self.step = threading.Lock()  # held by the loop for a wave, by advance_time for all of its steps
 
     def loop(self) -> None:
         sleep = 0.0
         try:
             while not self.stop.is_set():
-                summary = self.coord.run_wave()
+                with self.step:
+                    summary = self.coord.run_wave()
                 if summary.progressed:
                     sleep = 0.0
                     continue
                 with self.cond:
                     self.idle_wave = summary.wave
                     self.cond.notify_all()
-                sleep = min(IDLE_SLEEP_MAX, sleep + 0.0005)
+                sleep = min(self.idle_sleep_max, sleep + 0.0005)
                 self.stop.wait(sleep)
         except BaseException as e:  # noqa: BLE001 - surfaced by wait_idle / kill_topology
             log.exception("topology %s stopped: %s", self.coord.name, e)
@@ -70,18 +75,25 @@ class LocalCluster:
     """Runs topologies in this process. `engine`: "spark" (default) or "local".
 
     `spark`: a SparkSession or a master URL (default "local[*]") for the Spark engine.
-    With `simulated_time=True` the clock moves only through `advance_time(secs)`.
+    With `simulated_time=True` the clock moves only through `advance_time(secs)`; as in Storm's
+    simulated-time cluster, only the clock is simulated: the topology keeps running (a DRPC request
+    or a fed tuple is processed without the caller advancing time), while timeouts and ticks follow
+    the simulated clock. `stepped=True` runs waves only inside `advance_time`/`wait_idle` instead
+    (deterministic stepping, as `complete_topology` uses).
     `ui_port`: serve the web page, REST API and /metrics (squall.ui) on that port (0: any free
     one; `cluster.ui_url` tells), bound to `ui_host` (127.0.0.1: this machine only).
     """
 
     def __init__(self, engine: str = "spark", spark: Any = None, simulated_time: bool = False, capture: bool = False,
-                 ui_port: int | None = None, ui_host: str = "127.0.0.1"):
+                 ui_port: int | None = None, ui_host: str = "127.0.0.1", stepped: bool = False):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: use one of {ENGINES}")
+        if stepped and not simulated_time:
+            raise ValueError("stepped=True needs simulated_time=True: in real time the topology always runs")
         self.engine = engine
         self.spark = spark
         self.simulated_time = simulated_time
+        self.stepped = stepped
         self.clock = SimulatedClock() if simulated_time else RealClock()
         self.capture = capture
         self._topologies: dict[str, _Running] = {}
@@ -133,9 +145,9 @@ class LocalCluster:
         check_components_copy(topology, self.engine)  # a lock made in __init__ is refused here, by name
         coord = make_coordinator(self.engine, name, topology, conf, self.clock, self.spark, self.capture)
         coord.start()
-        run = _Running(coord)
+        run = _Running(coord, SIMULATED_IDLE_SLEEP_MAX if self.simulated_time else IDLE_SLEEP_MAX)
         self._topologies[name] = run
-        if not self.simulated_time:
+        if not self.stepped:
             run.thread = threading.Thread(target=run.loop, name=f"squall-{name}", daemon=True)
             run.thread.start()
 
@@ -214,9 +226,22 @@ class LocalCluster:
                     raise RuntimeError(f"topology {run.coord.name!r} stopped with an error") from run.crash
 
     def _drain(self, deadline: float) -> None:
+        with self._steps():
+            self._drain_held(deadline)
+
+    def _steps(self) -> contextlib.ExitStack:
+        """Every topology's wave loop held off: the caller steps them (simulated time)."""
+        stack = contextlib.ExitStack()
+        for run in list(self._topologies.values()):
+            stack.enter_context(run.step)
+        return stack
+
+    def _drain_held(self, deadline: float) -> None:
         while True:
             progressed = False
             for run in list(self._topologies.values()):
+                if run.crash is not None:
+                    raise RuntimeError(f"topology {run.coord.name!r} stopped with an error") from run.crash
                 if run.coord.run_wave().progressed:
                     progressed = True
             if not progressed:
@@ -230,16 +255,17 @@ class LocalCluster:
         if not self.simulated_time:
             raise RuntimeError("advance_time needs LocalCluster(simulated_time=True)")
         deadline = time.monotonic() + idle_timeout_secs
-        self._drain(deadline)
-        target = self.clock.now() + secs
-        while True:
-            due = [d for r in self._topologies.values() if (d := r.coord.next_due()) is not None]
-            nxt = min((d for d in due if d <= target), default=None)
-            if nxt is None:
-                break
-            self.clock.set(nxt)
-            for run in list(self._topologies.values()):
-                run.coord.fire_due()
-            self._drain(deadline)
-        self.clock.set(target)
-        self._drain(deadline)
+        with self._steps():  # the clock moves only between the caller's own waves
+            self._drain_held(deadline)
+            target = self.clock.now() + secs
+            while True:
+                due = [d for r in self._topologies.values() if (d := r.coord.next_due()) is not None]
+                nxt = min((d for d in due if d <= target), default=None)
+                if nxt is None:
+                    break
+                self.clock.set(nxt)
+                for run in list(self._topologies.values()):
+                    run.coord.fire_due()
+                self._drain_held(deadline)
+            self.clock.set(target)
+            self._drain_held(deadline)

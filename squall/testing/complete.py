@@ -94,7 +94,7 @@ def complete_topology(topology: StormTopology, mocked_sources: dict[str, list[li
     topo = StormTopology(specs)
     conf = dict(conf or {})
     timeout = float(conf.get("topology.message.timeout.secs", 30))
-    with LocalCluster(engine=engine, spark=spark, simulated_time=True, capture=True) as cluster:
+    with LocalCluster(engine=engine, spark=spark, simulated_time=True, capture=True, stepped=True) as cluster:
         cluster.submit_topology("complete-topology", conf, topo)
         waited = 0.0
         cluster.wait_idle()

@@ -82,7 +82,7 @@ class LocalDRPC:
                     queue.remove(req)
             raise DRPCExecutionException(
                 f"DRPC request {function}({args!r}) got no answer in {timeout_secs}s: is its topology running in "
-                "real time? (a LocalCluster(simulated_time=True) only runs during advance_time/wait_idle)")
+                "running? (a LocalCluster(simulated_time=True, stepped=True) runs only during advance_time/wait_idle)")
         if req.error is not None:
             raise DRPCExecutionException(f"DRPC request {function}({args!r}) failed: {req.error}")
         return req.result

@@ -24,7 +24,7 @@ def count_words(spout, tmp_path, trigger):
     counts = (t.new_stream("broker", spout).each(["message"], Word(), ["word"])
               .each(["word"], FailFirstTime(str(tmp_path / "once"), trigger), ["w"])
               .group_by(["w"]).persistent_aggregate(MemoryMapState.factory("transactional"), Count(), ["c"]))
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("t", {}, t.build())
         cluster.wait_idle(timeout_secs=120)
         errors = cluster.get_errors("t")

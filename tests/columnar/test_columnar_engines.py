@@ -135,7 +135,7 @@ class Sink(Bolt):
 
 
 def run_cluster(cluster_kwargs, builder, conf=None):
-    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster = LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs)
     cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 20000,
                                   **(conf or {})}, builder.create_topology())
     return cluster

@@ -134,7 +134,7 @@ def test_columnar_chain_fails_and_replays_exactly_the_failed_rows(cluster_kwargs
     b.set_spout("s", ColumnSpout(10_000))
     b.set_bolt("work", FailOnce(4321), 2).fields_grouping("s", ["k"])
     b.set_bolt("sink", FailOnce(777), 2).fields_grouping("work", ["k"])
-    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster = LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs)
     cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 20000,
                                   Config.TOPOLOGY_ACKER_EXECUTORS: ackers}, b.create_topology())
     with cluster:

@@ -44,7 +44,7 @@ def run(cluster_kwargs, spout, n=40, per_wave=10):
     b.set_spout("src", spout)
     b.set_bolt("mid", FailOdd(), parallelism=2).shuffle_grouping("src")
     b.set_bolt("sink", AckBolt()).shuffle_grouping("mid")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000,
                                       Config.SQUALL_WAVE_MAX_TUPLES: per_wave}, b.create_topology())
         for i in range(n):
@@ -80,7 +80,7 @@ def test_without_ackers_a_waves_msg_ids_are_acked_in_one_batch_as_emitted(cluste
     b = TopologyBuilder()
     b.set_spout("src", spout)
     b.set_bolt("mid", FailOdd(), parallelism=2).shuffle_grouping("src")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {Config.TOPOLOGY_ACKER_EXECUTORS: 0, Config.SQUALL_WAVE_MAX_TUPLES: 10},
                                 b.create_topology())
         for i in range(40):

@@ -108,7 +108,7 @@ def run_bolt(cluster_kwargs, bolt, values) -> Outcome:
     b.set_spout("src", spout)
     b.set_bolt("work", bolt, parallelism=2).shuffle_grouping("src")
     b.set_bolt("sink", AckBolt()).shuffle_grouping("work")
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, b.create_topology())
         for i, v in enumerate(values):
             spout.feed([v], i)
@@ -205,7 +205,7 @@ def submit_refused(cluster_kwargs, spout, bolt) -> str:
     b = TopologyBuilder()
     b.set_spout("src", spout)
     b.set_bolt("work", bolt).shuffle_grouping("src")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         with pytest.raises(InvalidTopologyException) as got:
             cluster.submit_topology("t", {}, b.create_topology())
         assert cluster.topology_names() == []  # nothing started
@@ -297,7 +297,7 @@ def test_a_spout_error_skips_that_tuple_and_the_spout_goes_on(cluster_kwargs, sc
     b = TopologyBuilder()
     b.set_spout("src", ScriptedSpout(**script))
     b.set_bolt("sink", AckBolt()).shuffle_grouping("src")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {}, b.create_topology())
         cluster.wait_idle()
         spout = cluster.spout_instances("t")[0]
@@ -335,7 +335,7 @@ def test_a_state_value_that_cannot_be_stored_fails_the_commit_and_is_retried(clu
     factory = SQLiteMapState.factory(str(tmp_path / "sets.db"), "transactional")
     sets = (t.new_stream("words", FixedBatchSpout(["w"], 2, ["a"], ["b"], ["c"]))
             .group_by(["w"]).persistent_aggregate(factory, AsSet(), ["set"]))
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("tr", {Config.SQUALL_WAVES_IN_FLIGHT: 1}, t.build())  # each run_wave settles its wave
         coord = cluster.coordinator("tr")
         waves = 6
@@ -431,7 +431,7 @@ def test_prepare_raising_fails_that_wave_s_inputs_then_retries(cluster_kwargs):
     b = TopologyBuilder()
     b.set_spout("feed", spout)
     b.set_bolt("flaky", PrepareRaisesOnce()).shuffle_grouping("feed")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {}, b.create_topology())
         for i in range(3):
             spout.feed([i], msg_id=i)

@@ -57,7 +57,7 @@ def feeder_cluster(cluster_kwargs, bolt, spout=None, conf=None, second=None):
     b.set_bolt("work", bolt, parallelism=2).shuffle_grouping("src")
     if second is not None:
         b.set_bolt("sink", second).shuffle_grouping("work")
-    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster = LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs)
     cluster.submit_topology("t", conf or {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, b.create_topology())
     return cluster, spout, tracker
 
@@ -189,7 +189,7 @@ def test_timeout_counts_only_time_without_progress(cluster_kwargs):
         b.set_bolt(f"hop{k}", Hop(k, last=k == hops)).shuffle_grouping(upstream).all_grouping("ticks")
         upstream = f"hop{k}"
     idle_failed_at = None
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: timeout}, b.create_topology())
         spout.feed(["live"], "live")
         spout.feed(["idle"], "idle")
@@ -332,7 +332,7 @@ def test_max_spout_pending_bounds_pending_trees(cluster_kwargs):
     b.set_spout("src", CountingSpout(), parallelism=2)
     b.set_bolt("hold", Hold()).shuffle_grouping("src")
     conf = {Config.TOPOLOGY_MAX_SPOUT_PENDING: 7, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000}
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", conf, b.create_topology())
         cluster.wait_idle()
         coord = cluster.coordinator("t")
@@ -438,7 +438,7 @@ def test_spout_lifecycle_and_kill_with_wait(cluster_kwargs, tmp_path):
     b = TopologyBuilder()
     b.set_spout("src", Lifecycle(3, calls))
     b.set_bolt("sink", IdentityBolt()).shuffle_grouping("src")
-    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster = LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs)
     cluster.submit_topology("t", {}, b.create_topology())
     cluster.deactivate("t")
     cluster.advance_time(1)

@@ -120,7 +120,7 @@ def test_tuples_to_basic_bolts_carry_no_edges_and_their_trees_complete_with_no_m
 
 
 def test_a_failed_word_fails_and_replays_exactly_its_sentences(cluster_kwargs):
-    cluster = LocalCluster(simulated_time=True, **cluster_kwargs)
+    cluster = LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs)
     cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 5000},
                             _topology(2000, bad="w3"))
     with cluster:

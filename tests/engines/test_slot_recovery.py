@@ -47,7 +47,7 @@ def join_rounds(cluster_kwargs: dict, conf: dict, kill_at: tuple[int, ...] = (),
     """Rounds of joins held across waves (tests/support/recovery_topologies.py); the slots are
     killed after rounds `kill_at`."""
     feeder, tracker, topo = join_topology()
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("join", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1000, **conf}, topo)
         msg = 0
         for rnd in range(rounds):
@@ -124,7 +124,7 @@ def test_a_slot_that_dies_mid_wave_runs_it_again(spark_session, tmp_path):
     b.set_spout("src", feeder)
     b.set_bolt("count", CountPerKeyCrashingOnce(str(marker)), parallelism=2).fields_grouping("src", ["key"])
     keys = [f"k{i % 7}" for i in range(60)]
-    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, capture=True) as cluster:
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, stepped=True, capture=True) as cluster:
         cluster.submit_topology("crash", {Config.SQUALL_WAVE_MAX_TUPLES: 20}, b.create_topology())
         for i, k in enumerate(keys[:30]):
             feeder.feed([k], i)
@@ -175,7 +175,7 @@ def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_pat
             Config.SQUALL_SNAPSHOT_WAVES: 1}
     if at_once:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = PER_ROUND
-    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True) as cluster:
+    with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("poison", conf, b.create_topology())
         expected = feed_rounds_with_a_poison(cluster, spout, ROUNDS, PER_ROUND, POISON_ROUND, at_once)
         coord = cluster.coordinator("poison")
@@ -194,7 +194,7 @@ def test_topologies_share_the_slots(spark_session):
     runs = {}
     for kwargs in ({"engine": "local"}, {"engine": "spark", "spark": spark_session}):
         feeders = {}
-        with LocalCluster(simulated_time=True, capture=True, **kwargs) as cluster:
+        with LocalCluster(simulated_time=True, stepped=True, capture=True, **kwargs) as cluster:
             for name in ("one", "two"):
                 feeder, _tracker, topo = join_topology()
                 feeders[name] = feeder

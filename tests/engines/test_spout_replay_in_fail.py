@@ -51,7 +51,7 @@ def test_emits_made_in_fail_are_replayed(cluster_kwargs):
     b = TopologyBuilder()
     b.set_spout("s", ReplayInFail(20))
     b.set_bolt("b", FailOddOnce()).global_grouping("s")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {}, b.create_topology())
         cluster.advance_time(1)
         spout = cluster.spout_instances("t")[0]

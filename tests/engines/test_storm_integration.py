@@ -70,7 +70,7 @@ def feeder_topology(bolt, grouping="global"):
 
 def test_timeout(cluster_kwargs):
     feeder, tracker, topo = feeder_topology(AckEveryOtherBolt())
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("timeout-tester", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topo)
         cluster.advance_time(11)
         feeder.feed(["a"], 1)
@@ -86,7 +86,7 @@ def test_timeout(cluster_kwargs):
 
 def test_timeout_fires_between_one_and_two_timeouts(cluster_kwargs):
     feeder, tracker, topo = feeder_topology(AckEveryOtherBolt())
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topo)
         feeder.feed(["a"], 1)
         feeder.feed(["b"], 2)
@@ -98,7 +98,7 @@ def test_timeout_fires_between_one_and_two_timeouts(cluster_kwargs):
 
 def test_reset_timeout(cluster_kwargs):
     feeder, tracker, topo = feeder_topology(ResetTimeoutBolt())
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("reset-timeout-tester", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topo)
         feeder.feed(["a"], 1)
         feeder.feed(["b"], 2)
@@ -122,7 +122,7 @@ def test_reset_timeout(cluster_kwargs):
 def test_disabled_timeouts(cluster_kwargs):
     feeder, tracker, topo = feeder_topology(AckEveryOtherBolt(), grouping="shuffle")
     conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: False}
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("disable-timeout-tester", conf, topo)
         feeder.feed(["a"], 1)
         feeder.feed(["b"], 2)
@@ -161,7 +161,7 @@ def test_acking_branching_join_multi_anchor(cluster_kwargs):
     (b.set_bolt("7", AggBolt(3)).shuffle_grouping("4").shuffle_grouping("5").shuffle_grouping("6"))
     b.set_bolt("8", BranchingBolt(2)).shuffle_grouping("7")
     b.set_bolt("9", AckBolt()).shuffle_grouping("8")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("acking-test1", {}, b.create_topology())
         cluster.advance_time(11)
         c1.feeder.feed([1])
@@ -195,7 +195,7 @@ def test_ack_branching(cluster_kwargs):
     b.set_bolt("2", IdentityBolt()).shuffle_grouping("1")
     b.set_bolt("3", IdentityBolt()).shuffle_grouping("1")
     b.set_bolt("4", AggBolt(4)).shuffle_grouping("2").shuffle_grouping("3")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("test-acking2", {}, b.create_topology())
         cluster.advance_time(11)
         c.feeder.feed([1])
@@ -212,7 +212,7 @@ def test_acking_self_anchor(cluster_kwargs):
     b.set_spout("1", c.feeder)
     b.set_bolt("2", DupAnchorBolt()).shuffle_grouping("1")
     b.set_bolt("3", AckBolt()).shuffle_grouping("2")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("test", {}, b.create_topology())
         cluster.advance_time(11)
         c.feeder.feed([1])

@@ -66,7 +66,7 @@ def test_flush_on_tick_acks_held_tuples_at_each_due_time(cluster_kwargs):
     (b.set_bolt("flush", FlushOnTick(), parallelism=2).shuffle_grouping("words")
      .add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 10))
     b.set_bolt("plain", CountAll()).shuffle_grouping("words")  # no ticks: not configured
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", Config({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 100}), b.create_topology())
         for i, w in enumerate(["a", "b", "c", "d"]):
             spout.feed([w], msg_id=i)
@@ -96,7 +96,7 @@ def test_topology_wide_ticks_reach_every_bolt_task_and_no_spout(cluster_kwargs):
     b.set_bolt("count", CountAll(), parallelism=3).shuffle_grouping("words")
     b.set_bolt("after", CountAll(), parallelism=2).shuffle_grouping("count")
     conf = Config({Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: 2})
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", conf, b.create_topology())
         cluster.advance_time(7)  # ticks at 2, 4, 6
         count = _per_task(cluster, "t", "count")
@@ -124,7 +124,7 @@ def test_per_bolt_setting_overrides_topology_wide(cluster_kwargs):
     b.set_bolt("slow", CountAll()).shuffle_grouping("words")
     b.set_bolt("off", CountAll()).shuffle_grouping("words").add_configuration(
         Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, None)
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", Config({Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: 4}), b.create_topology())
         cluster.advance_time(8)
         ticks = {c: sum(len(rows) for rows in _per_task(cluster, "t", c).values()) for c in ("fast", "slow", "off")}
@@ -137,7 +137,7 @@ def test_a_bad_frequency_is_refused_at_submit_naming_the_bolt(bad):
     b.set_spout("words", FeederSpout(["word"]))
     b.set_bolt("count", CountAll()).shuffle_grouping("words").add_configuration(
         Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, bad)
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         with pytest.raises(InvalidTopologyException, match=r"bolt 'count'.*tick.tuple.freq.secs"):
             cluster.submit_topology("t", Config(), b.create_topology())
 

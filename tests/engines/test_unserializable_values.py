@@ -93,7 +93,7 @@ def test_a_spout_value_that_cannot_cross_fails_its_msg_id_at_once(cluster_kwargs
     b = TopologyBuilder()
     b.set_spout("gen", GeneratorSpout())
     b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("gen")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {}, b.create_topology())
         cluster.advance_time(1)
         spout = cluster.spout_instances("t")[0]

@@ -136,7 +136,7 @@ def test_stateful_topology_on_provider(kind, tmp_path):
 
 
 def _run_twice(conf: Config, name: str) -> dict:
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology(name, conf, build(60, counter=PlainCount).create_topology())
         cluster.advance_time(1.0)
         assert len(cluster.spout_instances(name, "sentences")[0].acked) == 60

@@ -43,7 +43,7 @@ class PickyCount(BaseStatefulBolt):
      ["topology.state.provider.config", "'url'"]),
 ])
 def test_bad_settings_refused_at_submit(settings, words):
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         with pytest.raises(InvalidTopologyException) as e:
             cluster.submit_topology("bad", Config(settings), build(5).create_topology())
         assert "'count'" in str(e.value)
@@ -56,7 +56,7 @@ def test_unserializable_value_fails_that_tuple_only(tmp_path):
     db = str(tmp_path / "state.sqlite")
     n = 100
     conf = Config({Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": db}})
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         b = build(n, counter=PickyCount)
         cluster.submit_topology("picky", conf, b.create_topology())
         spout = cluster.spout_instances("picky", "sentences")[0]
@@ -91,7 +91,7 @@ def test_a_failed_commit_rolls_back_and_fails_the_held_inputs(tmp_path, monkeypa
 
     monkeypatch.setattr(SqliteProvider, "commit", refuse)
     conf = Config({Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": db}})
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("rb", conf, build(40, counter=PlainCount).create_topology())
         spout = cluster.spout_instances("rb", "sentences")[0]
         failed: list[int] = []

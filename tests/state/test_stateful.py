@@ -30,7 +30,7 @@ def _acked(cluster, name: str) -> int:
 
 def test_acks_wait_for_the_checkpoint_and_restart_continues(cluster_kwargs, tmp_path):
     db = str(tmp_path / "state.sqlite")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("wc", _conf(db), build(200, counter=PlainCount, sink=Sink()).create_topology())
         cluster.wait_idle()  # many waves (40 tuples a wave): held acks and state cross them
         assert _acked(cluster, "wc") == 0, "a spout tuple was acked before its state change was committed"
@@ -52,7 +52,7 @@ def test_acks_wait_for_the_checkpoint_and_restart_continues(cluster_kwargs, tmp_
 
 
 def test_checkpoint_tuples_are_on_the_checkpoint_stream(tmp_path):
-    with LocalCluster(engine="local", simulated_time=True, capture=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True, capture=True) as cluster:
         conf = _conf(str(tmp_path / "s.sqlite"))
         conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 500
         cluster.submit_topology("cp", conf, build(10, counter=PlainCount).create_topology())
@@ -66,7 +66,7 @@ def test_checkpoint_tuples_are_on_the_checkpoint_stream(tmp_path):
 
 def test_a_new_name_starts_empty(tmp_path):
     db = str(tmp_path / "state.sqlite")
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("a", _conf(db), build(50, counter=PlainCount).create_topology())
         cluster.advance_time(1.0)
         cluster.kill_topology("a")
@@ -82,7 +82,7 @@ def test_a_failure_downstream_fails_the_sentence(tmp_path):
     the sentence (after the commit), and the others are acked once both the commit and the sink
     have acked their trees."""
     db = str(tmp_path / "state.sqlite")
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("f", _conf(db), build(80, counter=PlainCount, sink=Sink(("kill",))).create_topology())
         spout = cluster.spout_instances("f", "sentences")[0]
         failed: list[int] = []
@@ -115,7 +115,7 @@ def test_a_checkpoint_wave_commits_and_acks_its_own_inputs(cluster_kwargs, tmp_p
     sentences that came with it (40 a wave here), and their acks leave with that wave instead of
     waiting for the next checkpoint."""
     db = str(tmp_path / "state.sqlite")
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("w", _conf(db), build(200, counter=PlainCount, spout=GatedSpout).create_topology())
         cluster.spout_instances("w", "sentences")[0].gate = lambda: cluster.clock.now() >= 1.0
         cluster.advance_time(1.0)  # the wave at 1.0: PREPARE, COMMIT and the first 40 sentences
@@ -137,7 +137,7 @@ def test_held_trees_filling_max_pending_bring_the_checkpoint_forward(tmp_path):
     conf = _conf(db)
     conf.update({Config.TOPOLOGY_MAX_SPOUT_PENDING: 30, Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 60_000,
                  Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 300, Config.SQUALL_WAVE_MAX_TUPLES: 10})
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("mp", conf, build(200, counter=PlainCount).create_topology())
         cluster.wait_idle()  # no time passes: only early checkpoints can ack anything
         coord = cluster.coordinator("mp")

@@ -119,7 +119,7 @@ def test_auto_fail_replays_with_reliable_spout_until_max_fails(cluster_kwargs):
         feed = Replaying.spec()
         upper = Upper.spec(inputs=[feed], par=2)
 
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         cluster.advance_time(1)
         spout = cluster.spout_instances("t", "feed")[0]
@@ -140,7 +140,7 @@ def test_manual_acks_anchors_named_and_direct_streams(cluster_kwargs):
         sink = Sink.spec(inputs=[router], par=2)
         picker = Picker.spec(inputs={router["picked"]: Grouping.DIRECT}, par=3)
 
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", {"my.submit.key": 1}, T)
         cluster.advance_time(1)
         spout = cluster.spout_instances("t", "feed")[0]
@@ -181,7 +181,7 @@ def test_process_tick_gets_ticks_from_the_spec_config(cluster_kwargs):
         feed = Feed.spec()
         ticker = TickCounter.spec(inputs=[feed], par=2, config={TICK: 5})
 
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         cluster.advance_time(12)
         _, per_task = _emitted(cluster, "ticker")
@@ -208,7 +208,7 @@ def test_batching_bolt_acks_a_batch_after_processing_it_and_fails_a_failing_one(
         feed = Feed.spec()
         batches = ByLetter.spec(inputs={feed: Grouping.GLOBAL}, config={TICK: 1})
 
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         spout = cluster.spout_instances("t", "feed")[0]
         cluster.advance_time(1.5)  # one tick: nothing processed yet
@@ -236,7 +236,7 @@ def test_tickless_batching_bolt_runs_on_topology_time(cluster_kwargs):
         feed = Feed.spec()
         batches = EveryThree.spec(inputs=[feed])
 
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         spout = cluster.spout_instances("t", "feed")[0]
         cluster.advance_time(2.9)
@@ -256,7 +256,7 @@ def test_batching_bolt_without_ticks_says_what_to_set(cluster_kwargs):
         feed = Feed.spec()
         stuck = Never.spec(inputs=[feed])
 
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         cluster.advance_time(1)
         failed = sorted(cluster.spout_instances("t", "feed")[0].failed)
@@ -286,7 +286,7 @@ def test_without_auto_fail_an_error_is_reported_and_the_tuple_times_out(cluster_
         feed = Feed.spec()
         quiet = Quiet.spec(inputs=[feed])
 
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("t", None, T)
         cluster.advance_time(1)
         spout = cluster.spout_instances("t", "feed")[0]

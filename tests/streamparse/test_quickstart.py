@@ -60,7 +60,7 @@ def native_topology():
 
 def run_waves(cluster_kwargs, topology):
     """What count_bolt emitted, per task, and the stats, after WAVES waves."""
-    with LocalCluster(simulated_time=True, capture=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, capture=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("wordcount", CONF, topology)
         coord = cluster.coordinator("wordcount")
         for _ in range(WAVES):

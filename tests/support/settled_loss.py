@@ -23,7 +23,7 @@ def run_dropping_first_settled(monkeypatch: Any, task_cls: type, component: str,
         return res
 
     monkeypatch.setattr(task_cls, "run", lossy)
-    cluster = LocalCluster(simulated_time=True, engine="local")
+    cluster = LocalCluster(simulated_time=True, stepped=True, engine="local")
     cluster.submit_topology("t", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30, Config.TOPOLOGY_MAX_SPOUT_PENDING: 20000},
                             topology)
     with cluster:

@@ -47,7 +47,7 @@ def factory_for(engine, kind, tmp_path, name="state"):
 
 
 def run(cluster_kwargs, topology, conf=None):
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("trident", conf or {}, topology)
         cluster.wait_idle(timeout_secs=300)
         return cluster.get_topology_stats("trident"), cluster.get_errors("trident")

@@ -4,6 +4,7 @@ DRPC query (examples/trident_drpc.py), and what bad input and misuse get."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -106,10 +107,26 @@ def test_drpc_bad_input_fails_only_that_request(cluster_kwargs, engine, drpc):
         drpc.execute("lengths", "a")  # nothing serves it once its topology is killed
 
 
+def test_tutorial_drpc_answers_in_simulated_time_without_advancing_it(cluster_kwargs, engine, drpc):
+    """As in Storm's simulated-time cluster, only the clock is simulated: the topology runs, so a DRPC
+    request is answered though the caller never advances time."""
+    topology, word_counts = build(drpc)
+    words = sorted(TRUTH)
+    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+        cluster.submit_topology("tutorial", {}, topology)
+        deadline = time.monotonic() + 300  # a hang guard: the test waits for the counts, counted
+        while word_counts.multi_get([[w] for w in words]) != [TRUTH[w] for w in words]:
+            assert time.monotonic() < deadline, "the word count did not run on its own"
+            time.sleep(0.05)
+        answers = [drpc.execute("words", q, timeout_secs=300) for q in ("cat the dog jumped", "the man")]
+        assert cluster.clock.now() == 0  # the clock never moved
+    assert answers == [expected("cat the dog jumped"), expected("the man")]
+
+
 def test_drpc_request_without_a_running_wave_loop_times_out_clearly(drpc):
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("drpc", {}, _serving(drpc).build())
-        with pytest.raises(DRPCExecutionException, match="got no answer.*simulated_time"):
+        with pytest.raises(DRPCExecutionException, match="got no answer.*stepped=True"):
             drpc.execute("lengths", "a", timeout_secs=0.2)
         cluster.wait_idle()  # the request was withdrawn: nothing is left to run
         assert cluster.spout_instances("drpc", "drpc-lengths")[0].idle

@@ -25,7 +25,7 @@ from tests.support.trident_helpers import FailFirstTime, Split, read_json_lines
 
 
 def run(cluster_kwargs, topology):
-    with LocalCluster(simulated_time=True, **cluster_kwargs) as cluster:
+    with LocalCluster(simulated_time=True, stepped=True, **cluster_kwargs) as cluster:
         cluster.submit_topology("trident", {}, topology)
         cluster.wait_idle(timeout_secs=300)
         return cluster.get_topology_stats("trident"), cluster.get_errors("trident")

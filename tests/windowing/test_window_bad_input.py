@@ -45,14 +45,14 @@ def test_window_longer_than_the_message_timeout_is_refused():
         build(Recorder().with_window(Duration(30), Duration(10))).create_topology()
     # ... and at submit against the topology's conf
     topology = build(Recorder().with_window(Duration(8), Duration(4))).create_topology()
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         with pytest.raises(InvalidTopologyException, match="= 12 s exceeds topology.message.timeout.secs = 10"):
             cluster.submit_topology("w", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topology)
 
 
 def test_count_window_beyond_max_spout_pending_is_refused():
     topology = build(Recorder().with_window(Count(100), Count(10))).create_topology()
-    with LocalCluster(engine="local", simulated_time=True) as cluster:
+    with LocalCluster(engine="local", simulated_time=True, stepped=True) as cluster:
         with pytest.raises(InvalidTopologyException,
                            match=r"110 tuples exceeds what its 1 spout task\(s\) may have pending"):
             cluster.submit_topology("w", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 50}, topology)
