@@ -159,7 +159,7 @@ class SpoutOutputCollector:
             if msg_id is _UNSET:
                 raise TypeError(f"spout {self._component!r}: emit_batch(rows, msg_id) needs msg_id (one tree for "
                                 "all rows) or msg_ids= (one per row)")
-            shared = SharedRoot(msg_id)
+            shared = msg_id if type(msg_id) is SharedRoot else SharedRoot(msg_id)  # given: joins its tree
             for values in data:
                 self.emit(values, msg_id=shared, stream=stream)
 

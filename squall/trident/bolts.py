@@ -173,7 +173,8 @@ class ProcessorBolt(Bolt):
         batch = values[0]
         seg = self.segment
         if seg.head is not None:
-            row = (seg.head.op.side_of(t.source_component), values) if seg.head.kind == "join" else values
+            join = seg.head.kind == "join"
+            row = (seg.head.op.side_of(t.source_component, t.source_stream), values) if join else values
             self.rows.setdefault(batch, []).append(row)
             self._hold(t, batch)
             return

@@ -15,7 +15,7 @@ from typing import Any
 
 from squall.api.topology import StormTopology, TopologyBuilder
 from squall.trident.bolts import HeadSpec, OpSpec, ProcessorBolt, Segment, StateBolt, StateSpec, TailSpec
-from squall.trident.coordinator import BATCH_FIELD, COMMIT_STREAM, TridentSpoutExecutor
+from squall.trident.coordinator import BATCH_FIELD, COMMIT_STREAM, Source, TridentSpoutExecutor
 from squall.trident.drpc import IN_FLIGHT, DRPCSpout, ReturnResultsBolt
 from squall.trident.graph import Node, walk
 from squall.trident.join import JoinSpec
@@ -25,6 +25,7 @@ from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL
 log = logging.getLogger("squall.trident")
 
 STREAMING = ("each", "filter", "project")
+Out = tuple[str, str]  # (component, stream): where a node's rows come out
 PARTIAL = "$partial"
 
 __all__ = ["Compiler", "guarantee"]
@@ -49,33 +50,49 @@ class Compiler:
         self.drpcs = drpcs
         self.b = TopologyBuilder()
         self.ids = itertools.count()
-        self.comp_of: dict[Node, str] = {}  # node -> the component whose output rows are its rows
+        self.comp_of: dict[Node, Out] = {}  # node -> where its rows come out
         # merge/join -> (component, declarer, the components subscribed, the join's spec)
         self.multi: dict[Node, tuple[str, Any, set[str], JoinSpec | None]] = {}
 
     def build(self) -> StormTopology:
-        for txid, spout, node in self.spouts:
-            nodes = walk(node)
-            _check_new_values(nodes)
-            states = [n for n in nodes if n.kind == "state"]
-            for n in states:
-                g = guarantee(spout.kind, n.params["factory"].kind)
-                if g != "exactly-once":
-                    log.warning("trident stream %r: %s spout into %s state gives %s", txid, spout.kind,
-                                n.params["factory"].kind, g)
-            meta = next((n.params["factory"] for n in states if hasattr(n.params["factory"], "meta_store")), None)
-            in_flight = IN_FLIGHT if isinstance(spout, DRPCSpout) else 1
-            self.b.set_spout(txid, TridentSpoutExecutor(txid, spout, meta, max_in_flight=in_flight))
-            self.comp_of[node] = txid
-            for child in node.children:
-                self.start(txid, child, txid, ("shuffle",), False, node)
+        """One batch coordinator for every spout (one txid for all, as Storm's master batch
+        coordinator), and one for each DRPC stream (its batches are its requests)."""
+        plain = [sp for sp in self.spouts if not isinstance(sp[1], DRPCSpout)]
+        groups = ([plain] if plain else []) + [[sp] for sp in self.spouts if isinstance(sp[1], DRPCSpout)]
+        for group in groups:
+            self._coordinator(group)
         for node, name, function, drpc in self.drpcs:
             self._return_results(node, name, function, drpc)
         return self.b.create_topology()
 
+    def _coordinator(self, group: list[tuple[str, Any, Node]]) -> None:
+        nodes = {id(n): n for _, _, root in group for n in walk(root)}.values()
+        _check_new_values(list(nodes))
+        states = [n for n in nodes if n.kind == "state"]
+        for txid, spout, root in group:
+            mine = {id(n) for n in walk(root)}
+            for n in states:
+                if id(n) not in mine:
+                    continue
+                g = guarantee(spout.kind, n.params["factory"].kind)
+                if g != "exactly-once":
+                    log.warning("trident stream %r: %s spout into %s state gives %s", txid, spout.kind,
+                                n.params["factory"].kind, g)
+        meta = next((n.params["factory"] for n in states if hasattr(n.params["factory"], "meta_store")), None)
+        single = len(group) == 1
+        name = group[0][0] if single else "+".join(txid for txid, _, _ in group)
+        in_flight = IN_FLIGHT if isinstance(group[0][1], DRPCSpout) else 1
+        spouts = group[0][1] if single else [Source(txid, spout, txid) for txid, spout, _ in group]
+        self.b.set_spout(name, TridentSpoutExecutor(name, spouts, meta, max_in_flight=in_flight))
+        for txid, _, root in group:
+            out = (name, "default" if single else txid)
+            self.comp_of[root] = out
+            for child in root.children:
+                self.start(name, child, out, ("shuffle",), False, root)
+
     # -- bolts --------------------------------------------------------------------------------
 
-    def start(self, txid: str, node: Node, upstream: str, grouping: tuple, partials: bool, via: Node) -> None:
+    def start(self, txid: str, node: Node, upstream: Out, grouping: tuple, partials: bool, via: Node) -> None:
         """Compile `node` (reached from `via`, whose rows `upstream` emits with `grouping`)."""
         if node.kind == "repartition":
             self.comp_of[node] = upstream
@@ -104,9 +121,9 @@ class Compiler:
         else:
             _subscribe(decl, upstream, grouping)
         if tail_child is None:
-            self.comp_of[cur] = comp
+            self.comp_of[cur] = (comp, "default")
         for child in cur.children:
-            self.start(txid, child, comp, _grouping_for(child), child is tail_child, cur)
+            self.start(txid, child, (comp, "default"), _grouping_for(child), child is tail_child, cur)
 
     def _head(self, node: Node, partials: bool) -> tuple[Segment, int | None]:
         seg = Segment()
@@ -146,10 +163,10 @@ class Compiler:
             return c
         return None
 
-    def _input(self, node: Node, upstream: str, grouping: tuple, via: Node) -> None:
+    def _input(self, node: Node, upstream: Out, grouping: tuple, via: Node) -> None:
         comp, decl, inputs, join = self.multi[node]
         if upstream in inputs:
-            raise ValueError(f"{node.kind}: two of its input streams come out of the same component ({upstream}); "
+            raise ValueError(f"{node.kind}: two of its input streams come out of the same component ({upstream[0]}); "
                              "give each its own operation first (e.g. .each or .project on one of them)")
         inputs.add(upstream)
         if node.kind == "join":
@@ -158,7 +175,7 @@ class Compiler:
             join.sides[upstream] = side
         _subscribe(decl, upstream, grouping)
 
-    def _state_bolt(self, txid: str, node: Node, upstream: str, grouping: tuple, partials: bool) -> None:
+    def _state_bolt(self, txid: str, node: Node, upstream: Out, grouping: tuple, partials: bool) -> None:
         p = node.params
         fields_in = node.parent.fields
         group = p["group"] or ()
@@ -175,9 +192,9 @@ class Compiler:
         decl = self.b.set_bolt(comp, StateBolt(spec), par)
         _subscribe(decl, upstream, grouping)
         decl.all_grouping(txid, stream=COMMIT_STREAM)
-        self.comp_of[node] = comp
+        self.comp_of[node] = (comp, "default")
         for child in node.children:
-            self.start(txid, child, comp, _grouping_for(child), False, node)
+            self.start(txid, child, (comp, "default"), _grouping_for(child), False, node)
 
     def _return_results(self, spout_node: Node, name: str, function: str, drpc: Any) -> None:
         tail = max(walk(spout_node), key=lambda n: n.order)  # Storm: the last node added to the DRPC stream
@@ -186,9 +203,9 @@ class Compiler:
                              "result stream (e.g. state.new_values_stream(), or a state_query)")
         spout = next(sp for n, sp, _ in self.spouts if n == name)
         spout.empty_result = _empty_result(tail)
-        comp = self.comp_of[tail]
+        comp, stream = self.comp_of[tail]
         self.b.set_bolt(f"{name}-return", ReturnResultsBolt(drpc, function), 1) \
-            .global_grouping(comp)
+            .global_grouping(comp, stream=stream)
 
 
 def _empty_result(tail: Node) -> list[list]:
@@ -222,12 +239,13 @@ def _check_new_values(nodes: list[Node]) -> None:
             todo.extend(up.parents)
 
 
-def _subscribe(decl: Any, upstream: str, grouping: tuple) -> None:
+def _subscribe(decl: Any, upstream: Out, grouping: tuple) -> None:
+    comp, stream = upstream
     kind = grouping[0]
     if kind == "fields":
-        decl.fields_grouping(upstream, list(grouping[1]))
+        decl.fields_grouping(comp, list(grouping[1]), stream=stream)
     else:
-        getattr(decl, f"{kind}_grouping")(upstream)
+        getattr(decl, f"{kind}_grouping")(comp, stream=stream)
 
 
 def _grouping_for(child: Node) -> tuple:

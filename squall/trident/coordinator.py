@@ -8,6 +8,11 @@ txid, if any part fails. Processed batches are committed strictly in txid order:
 tuple goes to every state task, each applies its pending updates for that txid between
 `begin_commit(txid)` and `commit(txid)`; when every state task has committed, the batch is
 done and `committed` is persisted. A driver that crashes restarts from there.
+
+As in Storm, every spout of a topology takes part in the same batches: one coordinator gives
+them one txid, and each spout decides that batch's content for its own source (its metadata is
+kept per spout and txid), so streams of different spouts merge and join within a batch, and a
+state fed by several spouts commits each txid once.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.api.components import Spout
+from squall.reliability.roots import SharedRoot
 from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, OpaqueTransactionalSpout, TridentSpout
 
 log = logging.getLogger("squall.trident")
@@ -40,6 +46,19 @@ class DictMetaStore:
         self._d[key] = value
 
 
+EMPTY = "$empty"  # a spout's meta for a txid it had nothing for: {EMPTY: its previous meta}
+
+
+@dataclass
+class Source:
+    """One Trident spout of a coordinator: its stream id (where its metadata is kept), the spout,
+    and the stream its rows go out on."""
+
+    name: str
+    spout: TridentSpout
+    stream: str = "default"
+
+
 @dataclass
 class _Batch:
     txid: int
@@ -50,32 +69,44 @@ class _Batch:
 
 
 class TridentSpoutExecutor(Spout):
-    """Wraps a Trident spout: emits batches (with txids) and commit tuples, tracks both. It is
-    Trident's batch coordinator, so it runs in the driver (its batch metadata and commit order live
-    there, and a DRPC spout's requests come from the driver's LocalDRPC)."""
+    """Runs Trident's batches for one spout, or for several that share every txid: emits each
+    batch (every spout's rows on its own stream, one tuple tree) and the commit tuples, and tracks
+    both. It is Trident's batch coordinator, so it runs in the driver (its batch metadata and commit
+    order live there, and a DRPC spout's requests come from the driver's LocalDRPC)."""
 
     DRIVER_BOUND = True
 
-    def __init__(self, name: str, spout: TridentSpout, meta_factory: Any = None, max_in_flight: int = 1):
+    def __init__(self, name: str, spout: TridentSpout | list[Source], meta_factory: Any = None,
+                 max_in_flight: int = 1):
         self.name = name
-        self.spout = spout
+        self.sources = list(spout) if isinstance(spout, list) else [Source(name, spout)]
+        self.spout = self.sources[0].spout  # the spout, when there is one (DRPC, Spark batches)
+        if len(self.sources) > 1 and any(hasattr(s.spout, "next_txid") for s in self.sources):
+            raise ValueError(f"trident {name}: a spout that numbers its own batches (SparkBatchSpout) cannot share "
+                             "them with other spouts; give it a topology of its own")
         self.meta_factory = meta_factory
         self.max_in_flight = max(1, int(max_in_flight))
-        self.fields = list(spout.get_output_fields())
+        self.fields = list(self.spout.get_output_fields())
 
     def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare([BATCH_FIELD, *self.fields])
+        for s in self.sources:
+            declarer.declare([BATCH_FIELD, *s.spout.get_output_fields()], stream=s.stream)
         declarer.declare([BATCH_FIELD], stream=COMMIT_STREAM)
+
+    def _hooks(self, name: str) -> list[Any]:
+        return [h for s in self.sources if (h := getattr(s.spout, name, None)) is not None]
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def open(self, conf: dict, context: Any, collector: Any) -> None:
         self.collector = collector
+        kinds = {s.spout.kind for s in self.sources}
         pending = conf.get("topology.max.spout.pending")
-        if self.spout.kind != OPAQUE and pending:
-            self.max_in_flight = max(1, int(pending))
-        if self.spout.kind == OPAQUE:
+        if OPAQUE in kinds:
             self.max_in_flight = 1  # the next batch starts where this one's (possibly new) meta ends
+        elif pending:
+            self.max_in_flight = max(1, int(pending))
+        self.replays_rows = kinds != {NON_TRANSACTIONAL}
         self.meta = self.meta_factory.meta_store(conf) if self.meta_factory is not None else DictMetaStore()
         committed = self._get("committed")
         # txids start at 1, or where a spout that numbers its own batches starts (Spark's batch ids: 0)
@@ -85,46 +116,59 @@ class TridentSpoutExecutor(Spout):
         self.next_txid = self.committed + 1
         # Batches persisted but not committed before a restart run again first, same txids.
         committing = self._get("committing")
-        while self._get(f"meta/{self.next_txid}") is not None:
+        while any(self._meta(s, self.next_txid) is not None for s in self.sources):
             self.batches[self.next_txid] = _Batch(self.next_txid, pinned=self._pin(self.next_txid, committing))
             self.replay.append(self.next_txid)
             self.next_txid += 1
         if self.replay:
             log.info("trident %s: resuming after txid %d, replaying txids %s", self.name, self.committed,
                      list(self.replay))
-        self.spout.open(conf, context)
+        for s in self.sources:
+            s.spout.open(conf, context)
         self.batches_committed = 0
-        self.exhausted = False  # the spout had no new batch the last time it was asked
+        self.exhausted = False  # no spout had a new batch the last time they were asked
 
     def _pin(self, txid: int, committing: Any) -> bool:
         """After a restart, an opaque batch whose commit had started is replayed exactly as it
         was (some state tasks may have committed it): a changed batch would leave their keys
-        with tuples that the next batch counts again. Needs the spout's `replay_batch`."""
-        if self.spout.kind != OPAQUE or committing != txid:
+        with tuples that the next batch counts again. Needs the spouts' `replay_batch`."""
+        if committing != txid:
             return False
-        if type(self.spout).replay_batch is OpaqueTransactionalSpout.replay_batch:
-            log.warning("trident %s: the commit of txid %d may be partial and %s cannot replay a batch exactly "
-                        "(no replay_batch): keys of the first version not in the new one may count twice",
-                        self.name, txid, type(self.spout).__name__)
-            return False
-        return True
+        opaque = [s.spout for s in self.sources if s.spout.kind == OPAQUE]
+        for spout in opaque:
+            if type(spout).replay_batch is OpaqueTransactionalSpout.replay_batch:
+                log.warning("trident %s: the commit of txid %d may be partial and %s cannot replay a batch exactly "
+                            "(no replay_batch): keys of the first version not in the new one may count twice",
+                            self.name, txid, type(spout).__name__)
+                return False
+        return bool(opaque)
 
     def close(self) -> None:
-        self.spout.close()
+        for s in self.sources:
+            s.spout.close()
 
     # -- metadata ---------------------------------------------------------------------------
 
-    def _key(self, k: str) -> str:
-        return f"trident/{self.name}/{k}"
+    def _key(self, k: str, name: str | None = None) -> str:
+        return f"trident/{name or self.name}/{k}"
 
-    def _get(self, k: str) -> Any:
-        raw = self.meta.get(self._key(k))
+    def _get(self, k: str, name: str | None = None) -> Any:
+        raw = self.meta.get(self._key(k, name))
         if raw is None or raw == b"":
             return None
         return json.loads(raw)
 
-    def _put(self, k: str, v: Any) -> None:
-        self.meta.put(self._key(k), b"" if v is None else json.dumps(v).encode())
+    def _put(self, k: str, v: Any, name: str | None = None) -> None:
+        self.meta.put(self._key(k, name), b"" if v is None else json.dumps(v).encode())
+
+    def _meta(self, s: Source, txid: int) -> Any:
+        return self._get(f"meta/{txid}", s.name)
+
+    def _prev_meta(self, s: Source, txid: int) -> Any:
+        """Where `s`'s batch `txid` starts: its meta of the txid before (carried over those it had
+        nothing for)."""
+        m = self._meta(s, txid - 1)
+        return m[EMPTY] if isinstance(m, dict) and EMPTY in m else m
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -139,7 +183,7 @@ class TridentSpoutExecutor(Spout):
                                 stream=COMMIT_STREAM)
             return
         if self.replay:
-            self._emit(self.batches[self.replay.popleft()])
+            self._emit(self.batches[self.replay.popleft()], fresh=False)
             return
         numbered = getattr(self.spout, "next_txid", None)
         if numbered is not None and not self.batches:  # the spout says which txid its next batch is
@@ -150,7 +194,7 @@ class TridentSpoutExecutor(Spout):
             self.committed, self.next_txid = txid - 1, txid
         if len(self.batches) < self.max_in_flight:
             b = _Batch(self.next_txid)
-            if self._emit(b):
+            if self._emit(b, fresh=True):
                 self.batches[b.txid] = b
                 self.next_txid += 1
                 self.exhausted = False
@@ -162,41 +206,54 @@ class TridentSpoutExecutor(Spout):
         """Everything the spout had is committed, and it has nothing new."""
         return self.exhausted and not self.batches
 
-    def _emit(self, b: _Batch) -> bool:
-        """Emit batch b (first time or replay); False when the spout has no new batch."""
-        kind = self.spout.kind
+    def _emit(self, b: _Batch, fresh: bool) -> bool:
+        """Emit batch b, every spout's rows of it; False when it is `fresh` (a new txid) and no
+        spout has a new batch."""
         txid = b.txid
-        if kind == NON_TRANSACTIONAL:
-            rows = self.spout.next_batch(txid)
-            if rows is None:
+        parts = [(s, self._rows(s, b, fresh)) for s in self.sources]
+        if fresh:
+            if all(rows is None for _, rows in parts):
                 return False
-        elif kind == OPAQUE:
-            if b.pinned:
-                meta = self._get(f"meta/{txid}")
-                got = (self.spout.replay_batch(txid, self._get(f"meta/{txid - 1}"), meta), meta)
-            else:
-                got = self.spout.emit_batch(txid, self._get(f"meta/{txid - 1}"))
-            if got is None:
-                return False
-            rows, meta = got
-            if not rows and b.status == "new":
-                return False
-            self._put(f"meta/{txid}", meta)
-        else:
-            meta = self._get(f"meta/{txid}")
-            if meta is None:
-                meta = self.spout.new_batch(txid, self._get(f"meta/{txid - 1}"))
-                if meta is None:
-                    return False
-                self._put(f"meta/{txid}", meta)  # persisted before the batch runs
-            rows = self.spout.batch_rows(txid, meta)
+            for s, rows in parts:  # a spout with nothing new: the same nothing if this txid runs again
+                if rows is None and s.spout.kind != NON_TRANSACTIONAL:
+                    self._put(f"meta/{txid}", {EMPTY: self._prev_meta(s, txid)}, s.name)
         b.status = "emitted"
         batch_id = (txid, b.attempt)
-        if not rows:
+        root = SharedRoot(("batch", txid, b.attempt))  # every spout's rows: one tree
+        emitted = False
+        for s, rows in parts:
+            if rows:
+                self.collector.emit_batch([[batch_id, *r] for r in rows], root, s.stream)
+                emitted = True
+        if not emitted:
             b.status = "processed"  # an empty batch is processed at once (and committed in order)
-            return True
-        self.collector.emit_batch([[batch_id, *r] for r in rows], msg_id=("batch", txid, b.attempt))
         return True
+
+    def _rows(self, s: Source, b: _Batch, fresh: bool) -> list[list] | None:
+        """`s`'s rows of batch b; None when b is fresh and `s` has no new batch."""
+        spout, txid = s.spout, b.txid
+        if spout.kind == NON_TRANSACTIONAL:
+            if not fresh and b.attempt > 0:
+                return []  # a failed batch is not replayed by a non-transactional spout
+            return spout.next_batch(txid)
+        meta = self._meta(s, txid)
+        if isinstance(meta, dict) and EMPTY in meta:
+            return []
+        if spout.kind == OPAQUE:
+            if b.pinned and meta is not None:
+                return spout.replay_batch(txid, self._prev_meta(s, txid), meta)
+            got = spout.emit_batch(txid, self._prev_meta(s, txid))
+            if got is None or (fresh and not got[0]):
+                return None if fresh else []
+            rows, meta = got
+            self._put(f"meta/{txid}", meta, s.name)
+            return rows
+        if meta is None:
+            meta = spout.new_batch(txid, self._prev_meta(s, txid))
+            if meta is None:
+                return None if fresh else []
+            self._put(f"meta/{txid}", meta, s.name)  # persisted before the batch runs
+        return spout.batch_rows(txid, meta)
 
     @staticmethod
     def replay_key(msg_id: Any) -> Any:
@@ -210,17 +267,18 @@ class TridentSpoutExecutor(Spout):
             return
         if kind == "batch" and b.status == "emitted":
             b.status = "processed"
-            on_processed = getattr(self.spout, "batch_processed", None)
-            if on_processed is not None:  # e.g. the DRPC spout answers its request (as Storm, before the commit)
+            for on_processed in self._hooks("batch_processed"):  # the DRPC spout answers (as Storm, before the commit)
                 on_processed(txid)
         elif kind == "commit" and b.status == "committing" and msg_id[3] == b.commit_try:
             self.committed = txid
             self._put("committed", txid)
             self._put("committing", None)
-            self._put(f"meta/{txid - 1}", None)  # the next batch needs only this one's meta
+            for s in self.sources:
+                self._put(f"meta/{txid - 1}", None, s.name)  # the next batch needs only this one's meta
             del self.batches[txid]
             self.batches_committed += 1
-            self.spout.success(txid)
+            for s in self.sources:
+                s.spout.success(txid)
 
     def fail(self, msg_id: Any, reason: Any = None) -> None:
         kind, txid, attempt = msg_id[0], msg_id[1], msg_id[2]
@@ -231,20 +289,19 @@ class TridentSpoutExecutor(Spout):
             if b.status == "committing" and msg_id[3] == b.commit_try:
                 log.warning("trident %s: commit of txid %d failed (%s); retrying", self.name, txid, reason)
                 b.status = "processed"
-                on_commit_failed = getattr(self.spout, "commit_failed", None)
-                if on_commit_failed is not None:  # e.g. a Spark sink counts the attempts of its batch
+                for on_commit_failed in self._hooks("commit_failed"):  # e.g. a Spark sink counts its attempts
                     on_commit_failed(txid, reason)
             return
         b.attempt += 1
-        on_failed = getattr(self.spout, "batch_failed", None)
-        if self.spout.kind == NON_TRANSACTIONAL:
+        hooks = self._hooks("batch_failed")  # e.g. the DRPC spout answers the request with the error
+        if not self.replays_rows:
             log.warning("trident %s: batch %d failed (%s); a non-transactional spout does not replay it",
                         self.name, txid, reason)
-            if on_failed is not None:  # e.g. the DRPC spout answers the request with the error
+            for on_failed in hooks:
                 on_failed(txid, reason)
             b.status = "processed"  # commit it empty, to keep txids in order
             return
-        if on_failed is not None:  # e.g. a Spark sink counts the attempts of its batch
+        for on_failed in hooks:  # e.g. a Spark sink counts the attempts of its batch
             on_failed(txid, reason)
         log.warning("trident %s: batch %d failed (%s); replaying it as attempt %d", self.name, txid, reason,
                     b.attempt)

@@ -13,12 +13,12 @@ __all__ = ["JoinSpec", "join_rows"]
 
 @dataclass
 class JoinSpec:
-    sides: dict[str, int]  # upstream component -> 0 (first stream) or 1 (second)
+    sides: dict[tuple[str, str], int]  # (upstream component, stream) -> 0 (first stream) or 1 (second)
     keys: list[tuple[int, ...]]  # per side: positions of its join fields in its rows
     rest: list[tuple[int, ...]]  # per side: positions of its other fields ("$batch" excluded)
 
-    def side_of(self, component: str) -> int:
-        return self.sides[component]
+    def side_of(self, component: str, stream: str) -> int:
+        return self.sides[(component, stream)]
 
 
 def join_rows(spec: JoinSpec, batch: Any, tagged: list[tuple[int, list]]) -> list[list]:

@@ -255,13 +255,13 @@ def _flatten(streams: tuple) -> list[Stream]:
 
 
 def _same_batches(what: str, streams: list[Stream]) -> None:
-    """Batches are per Trident spout (each has its own txids), so a merge or join works on
-    streams of one spout."""
-    roots = {id(s._node.root): s for s in streams}
+    """Every spout of a topology takes part in the same batches (one txid for all), so streams of
+    any spouts merge and join; a DRPC stream's batches are its requests, so it only meets its own."""
     if len({id(s._node) for s in streams}) != len(streams):
         raise ValueError(f"{what}: the same stream is given twice; to use it twice, give one copy its own "
                          "operation first (e.g. .project(...))")
-    if len(roots) > 1:
-        raise ValueError(f"{what}: the streams come from different spouts ({len(roots)}); squall runs each "
-                         "Trident spout's batches with their own txids, so only streams of one spout (e.g. "
-                         "branches of one new_stream) can be merged or joined")
+    roots = {id(s._node.root) for s in streams}
+    drpc = {id(node) for node, *_ in streams[0]._t._drpcs}
+    if len(roots) > 1 and roots & drpc:
+        raise ValueError(f"{what}: a DRPC stream runs one request per batch, with txids of its own, so it can be "
+                         "merged or joined only with streams of the same DRPC stream")

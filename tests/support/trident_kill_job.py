@@ -9,8 +9,8 @@ commits: an odd k is a batch's first partition, an even k its second.
 
     python tests/support/trident_kill_job.py DATA_DIR sqlite PATH|postgres TABLE KIND SPOUT RUN STOP_AT PHASE
 
-SPOUT: file, shifting, kafka-transactional or kafka-opaque (then DATA_DIR is the topic, at the
-Kafka in env SQUALL_KAFKA_BOOTSTRAP, holding {"sentence": ...} records);
+SPOUT: file, two-files (two spouts merged), shifting, kafka-transactional or kafka-opaque (then
+DATA_DIR is the topic, at the Kafka in env SQUALL_KAFKA_BOOTSTRAP, holding {"sentence": ...} records);
 KIND: transactional, opaque or non-transactional; RUN seeds the shifting spout's batch sizes
 (give each run its own); STOP_AT 0 runs to the end. Prints "DONE committed" when all is in.
 """
@@ -96,11 +96,25 @@ def build(data: str, state_factory: Any, spout_kind: str, run: str):
         field, split = "value", KafkaSplit()
     elif spout_kind == "file":
         spout = JsonLinesFileSpout(data, ["sentence"], batch_size=20)
+    elif spout_kind == "two-files":  # two transactional spouts, merged into one state: one txid for both
+        return _two_spouts(data, state_factory)
     else:
         spout = ShiftingOpaqueSpout(data, max_batch=40, seed=run)
     t = TridentTopology()
     (t.new_stream("words", spout).each([field], split, ["word"]).parallelism_hint(2)
      .group_by(["word"]).persistent_aggregate(state_factory, Count(), ["count"]).parallelism_hint(2))
+    return t.build()
+
+
+def _two_spouts(data: str, state_factory: Any):
+    """The corpus' first 30 files through one spout (batches of 20 lines), the rest through another
+    (batches of 13), merged into one count."""
+    t = TridentTopology()
+    first = JsonLinesFileSpout(data, ["sentence"], batch_size=20, pattern="part-00[0-2]*.jsonl")
+    second = JsonLinesFileSpout(data, ["sentence"], batch_size=13, pattern="part-00[3-9]*.jsonl")
+    a = t.new_stream("words", first).each(["sentence"], Split(), ["word"]).parallelism_hint(2).project(["word"])
+    b = t.new_stream("more", second).each(["sentence"], Split(), ["word"]).parallelism_hint(2).project(["word"])
+    t.merge(a, b).group_by(["word"]).persistent_aggregate(state_factory, Count(), ["count"]).parallelism_hint(2)
     return t.build()
 
 

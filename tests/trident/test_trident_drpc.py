@@ -136,8 +136,9 @@ def test_bad_stream_definitions_are_refused_at_once(drpc):
     t = TridentTopology()
     a = t.new_stream("a", FixedBatchSpout(["x"], 1, [1]))
     b = t.new_stream("b", FixedBatchSpout(["y", "z"], 1, [1, 2]))
-    with pytest.raises(ValueError, match="different spouts"):
-        t.merge(a, b.project(["y"]))
+    requests = t.new_drpc_stream("g", drpc)
+    with pytest.raises(ValueError, match="a DRPC stream runs one request per batch"):
+        t.merge(a, requests)
     with pytest.raises(ValueError, match="1 fields like the first"):
         t.merge(b.project(["y"]), b)
     with pytest.raises(ValueError, match="same stream is given twice"):
@@ -152,8 +153,8 @@ def test_bad_stream_definitions_are_refused_at_once(drpc):
         t.join(b, ["y", "z"], b.project(["y"]), ["y"], ["y", "z"])
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['q'\]"):
         t.join(b, ["q"], b.project(["y"]), ["y"], ["y", "z"])
-    with pytest.raises(ValueError, match="different spouts"):
-        t.join(a, ["x"], b, ["y"], ["k", "z"])
+    with pytest.raises(ValueError, match="a DRPC stream runs one request per batch"):
+        t.join(requests, ["args"], b, ["y"], ["k", "z"])
     with pytest.raises(TypeError, match="needs a LocalDRPC"):
         t.new_drpc_stream("f", object())
     t.new_drpc_stream("f", drpc)

@@ -147,7 +147,8 @@ def kill_and_read_counts(tmp_path: Path, backend: str, kind: str, spout: str) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-@pytest.mark.parametrize("kind,spout", [("transactional", "file"), ("opaque", "file"), ("opaque", "shifting")])
+@pytest.mark.parametrize("kind,spout", [("transactional", "file"), ("opaque", "file"), ("opaque", "shifting"),
+                                        ("transactional", "two-files")])
 def test_counts_exact_after_kills(tmp_path, backend, kind, spout):
     need_backend(backend)
     truth, got, report = kill_and_read_counts(tmp_path, backend, kind, spout)
