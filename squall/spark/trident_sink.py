@@ -142,10 +142,11 @@ class TridentSink:
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         with self._lock:
             t0 = time.perf_counter()
+            conf = self._conf(batch_df) if self.cluster is None else None  # before a job needs a free core
             rows = self._rows(batch_df, batch_id)
             offer = self.spout.offer_batch(int(batch_id), rows)
-            if self.cluster is None:
-                self._start(batch_df)
+            if conf is not None:
+                self._start(batch_df, conf)
             self._wait(offer)
             self.last_batch = {"batch_id": int(batch_id), "rows": len(rows), "committed": not offer.skipped,
                                "skipped": offer.skipped, "replayed": offer.failures, "secs": time.perf_counter() - t0}
@@ -161,11 +162,13 @@ class TridentSink:
         table = batch_df.select(*columns).toArrow()
         return [list(r) for r in zip(*(c.to_pylist() for c in table.columns), strict=True)] if table.num_rows else []
 
-    def _start(self, batch_df: Any) -> None:
+    def _conf(self, batch_df: Any) -> dict:
         from squall.engine.spark.slots import slots_leaving_a_core  # noqa: PLC0415 - pyspark is heavy
 
+        return slots_leaving_a_core(batch_df.sparkSession.sparkContext, effective_conf(self.conf), type(self).__name__)
+
+    def _start(self, batch_df: Any, conf: dict) -> None:
         spark = batch_df.sparkSession
-        conf = slots_leaving_a_core(spark.sparkContext, effective_conf(self.conf), type(self).__name__)
         cluster = LocalCluster(engine="spark", spark=spark)
         try:
             cluster.submit_topology(self.name, conf, self.topology.build())
