@@ -1,0 +1,229 @@
+"""The seeded chaos harness (bench/chaos.py, tests/engines/test_chaos.py): three topologies run at
+once on the Spark engine's slots while the harness SIGKILLs slot processes at points of work done
+chosen by the seed, then checks every result against an oracle.
+
+- **core** (at-least-once): Redis Streams -> a bolt that adds each payload to a Redis set; a few
+  poison payloads always fail. Oracle: every good payload is in the set (none lost), every poison
+  one is in the dead-letter stream and not in the set.
+- **stateful** (exactly-once by its state): numbered sentences from a durable spout -> split ->
+  a stateful bolt that counts words and records each (sentence, position) it counted in the same
+  state (tests/support/state_topology.py). Oracle: every sentence acked, the committed counts
+  exact: a count below the truth is an update the state lost (`state_lost`).
+- **trident** (exactly-once): JSON-lines files -> split -> a transactional PostgreSQL word count.
+  Oracle: the stored counts exact.
+
+A run prints nothing itself; `run_once` returns its figures. A seed replays a run exactly as far
+as the harness decides (the kill points and which slot dies); where Spark places work is its own.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import tempfile
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall import Bolt, Config, LocalCluster, TopologyBuilder
+from squall.connectors.redis_streams import RedisStreamSpout
+from squall.trident import Count, JsonLinesFileSpout, PostgresMapState, TridentTopology
+from tests.support.state_topology import acked_ids, build, committed, true_counts
+from tests.support.trident_helpers import Split, write_corpus
+
+RESTART_SECS = 120  # a killed slot must be back within this
+RUN_GUARD_SECS = 600  # a run that has not finished by then has lost something (or hangs): it fails
+
+
+@dataclass
+class Sizes:
+    core: int = 10000
+    poison: int = 12
+    sentences: int = 1500
+    files: int = 40
+    lines: int = 100  # per file; batches of 20 lines
+
+
+@dataclass
+class RunResult:
+    seed: int
+    kills: int = 0
+    lost: int = 0
+    duplicated_exactly_once: int = 0
+    state_lost: int = 0
+    rollbacks: int = 0  # recoveries the three topologies went through (a kill between waves may need none)
+    secs: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.lost or self.duplicated_exactly_once or self.state_lost or self.problems)
+
+
+class RecordSeen(Bolt):
+    """Adds each payload to the Redis set `key` (SADD: a replay adds nothing); fails poison ones."""
+
+    def __init__(self, url: str, key: str):
+        self.url, self.key = url, key
+        self.r = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "r": None}  # a connection is opened where the bolt runs
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+    def execute(self, t: Any) -> None:
+        payload = t[0]
+        if payload.startswith("poison"):
+            self.collector.fail(t)
+            return
+        if self.r is None:
+            import redis  # noqa: PLC0415 - the connectors extra
+
+            self.r = redis.Redis.from_url(self.url)
+        self.r.sadd(self.key, payload)
+        self.collector.ack(t)
+
+
+class Chaos:
+    """One run's three topologies, their data and their oracles."""
+
+    def __init__(self, seed: int, redis_url: str, sizes: Sizes, work: str):
+        import redis  # noqa: PLC0415
+
+        self.seed, self.sizes, self.work = seed, sizes, work
+        self.redis_url = redis_url
+        self.r = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.stream = f"squall-chaos-{seed}-{os.getpid()}"
+        self.seen = f"{self.stream}:seen"
+        self.table = f"chaos_{seed}_{os.getpid()}"
+        self.state_db = os.path.join(work, "state.sqlite")
+        self.ack_db = os.path.join(work, "acks.sqlite")
+        self.corpus = os.path.join(work, "corpus")
+        self.good = [f"m{i}" for i in range(sizes.core)]
+        self.poison = [f"poison{i}" for i in range(sizes.poison)]
+        self.truth = write_corpus(self.corpus, sizes.files, sizes.lines, seed=seed)
+        self.batches = (sizes.files * sizes.lines + 19) // 20
+
+    def prepare(self) -> None:
+        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq")
+        rng = random.Random(self.seed)
+        entries = self.good + self.poison
+        rng.shuffle(entries)
+        pipe = self.r.pipeline()
+        for p in entries:
+            pipe.xadd(self.stream, {"payload": p})
+        pipe.execute()
+
+    def submit(self, cluster: LocalCluster) -> None:
+        b = TopologyBuilder()
+        b.set_spout("messages", RedisStreamSpout(self.stream, "chaos", self.redis_url, max_retries=2,
+                                                 retry_delay_secs=0.1, claim_idle_secs=2.0, claim_interval_secs=0.5))
+        b.set_bolt("record", RecordSeen(self.redis_url, self.seen), 2).shuffle_grouping("messages")
+        cluster.submit_topology("core", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200}, b.create_topology())
+        stateful = build(self.sizes.sentences, ack_db=self.ack_db, seed=f"chaos{self.seed}")
+        cluster.submit_topology("stateful", {Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": self.state_db},
+                                             Config.TOPOLOGY_MAX_SPOUT_PENDING: 100}, stateful.create_topology())
+        t = TridentTopology()
+        (t.new_stream("lines", JsonLinesFileSpout(self.corpus, ["sentence"], batch_size=20))
+         .each(["sentence"], Split(), ["word"]).parallelism_hint(2)
+         .group_by(["word"]).persistent_aggregate(PostgresMapState.factory(None, "transactional", table=self.table),
+                                                  Count(), ["count"]).parallelism_hint(2))
+        cluster.submit_topology("trident", {}, t.build())
+
+    def progress(self, cluster: LocalCluster) -> tuple[int, bool]:
+        """Work done (payloads seen + sentences acked + batches committed), and whether all is."""
+        seen = self.r.scard(self.seen)
+        acked = len(acked_ids(self.ack_db))
+        (coordinator,) = cluster.spout_instances("trident")
+        dead = self.r.xlen(f"{self.stream}:dlq")
+        done = seen >= len(self.good) and dead >= len(self.poison) and acked >= self.sizes.sentences \
+            and coordinator.idle
+        return seen + acked + coordinator.committed, done
+
+    @property
+    def total(self) -> int:
+        return len(self.good) + self.sizes.sentences + self.batches
+
+    def check(self, cluster: LocalCluster, result: RunResult) -> None:
+        seen = set(self.r.smembers(self.seen))
+        dead = [fields.get("payload") for _, fields in self.r.xrange(f"{self.stream}:dlq")]
+        result.lost += len(set(self.good) - seen)
+        if sorted(set(dead)) != sorted(self.poison) or seen & set(self.poison):
+            result.problems.append(f"dead letters {sorted(set(dead))[:5]}... are not the {len(self.poison)} poison")
+        counts, _ = committed(self.state_db)
+        want = true_counts(self.sizes.sentences, f"chaos{self.seed}")
+        result.state_lost += sum((want - counts).values())  # an update the stateful bolt's state lost
+        result.duplicated_exactly_once += sum((counts - want).values())
+        if len(acked_ids(self.ack_db)) != self.sizes.sentences:
+            result.lost += self.sizes.sentences - len(acked_ids(self.ack_db))
+        state = PostgresMapState.factory(None, "transactional", table=self.table).make_state({}, 0, 1)
+        try:
+            words = sorted(self.truth)
+            stored = Counter({w: c or 0 for w, c in zip(words, state.multi_get([[w] for w in words]), strict=True)})
+        finally:
+            state.close()
+        result.lost += sum((self.truth - stored).values())
+        result.duplicated_exactly_once += sum((stored - self.truth).values())
+        for name in ("core", "stateful", "trident"):
+            result.rollbacks += cluster.coordinator(name).rollbacks
+
+    def cleanup(self) -> None:
+        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq")
+        self.r.close()
+        PostgresMapState.factory(None, "transactional", table=self.table).drop()
+
+
+def kill_a_slot(cluster: LocalCluster, rng: random.Random) -> None:
+    """SIGKILL one live slot's process (a Python worker of this run's own SparkContext, by the pid
+    it reported) and wait until the slot is back."""
+    slots = [s for s in cluster.coordinator("core").pool.slots if s.alive and s.pid]
+    slot = rng.choice(slots)
+    incarnation = slot.incarnation
+    os.kill(slot.pid, signal.SIGKILL)
+    if not slot.wait_attached(incarnation, RESTART_SECS):
+        raise RuntimeError(f"slot {slot.index} did not come back within {RESTART_SECS} s")
+
+
+def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | None = None) -> RunResult:
+    """One seeded run: the three topologies, `kills` slot kills at work-done points drawn from the
+    seed (within the first 70% of the work, with some work done between two kills), then the
+    oracles."""
+    sizes = sizes or Sizes()
+    rng = random.Random(zlib.crc32(f"chaos/{seed}".encode()))
+    result = RunResult(seed)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="squall-chaos-") as work:
+        chaos = Chaos(seed, redis_url, sizes, work)
+        points = sorted(rng.sample(range(1, int(chaos.total * 0.7)), kills))
+        chaos.prepare()
+        try:
+            with LocalCluster(engine="spark", spark=spark) as cluster:
+                chaos.submit(cluster)
+                done, last = False, -1
+                while not done:
+                    if time.monotonic() - t0 > RUN_GUARD_SECS:
+                        result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
+                        break
+                    work_done, done = chaos.progress(cluster)
+                    if points and work_done >= points[0] and work_done > last:  # some work between kills
+                        points.pop(0)
+                        kill_a_slot(cluster, rng)
+                        result.kills += 1
+                        last = work_done
+                        continue
+                    time.sleep(0.02)
+                if points:
+                    result.problems.append(f"{len(points)} kill points were never reached")
+                chaos.check(cluster, result)
+        finally:
+            chaos.cleanup()
+    result.secs = time.monotonic() - t0
+    return result
