@@ -15,7 +15,7 @@ import pytest
 from squall import Bolt, Config, LocalCluster
 from squall.connectors.dead_letters import DL_ATTEMPTS, DL_ERROR, DL_REASON, DL_SOURCE
 from tests.support.broker_admins import ADMINS, BROKERS
-from tests.support.broker_kill_worker import KILL_GROUP, read_ids, start_worker
+from tests.support.broker_kill_worker import DIED_AFTER_DEAD_LETTER, KILL_GROUP, read_ids, start_worker
 from tests.support.broker_proxy import TcpProxy
 from tests.support.broker_services import wait_until
 from tests.support.broker_topology import (
@@ -261,3 +261,37 @@ def test_a_killed_process_loses_nothing(admin, tmp_path):
     assert set(read_ids(out)) == set(range(n))
     wait_until(lambda: admin.settled(source, KILL_GROUP), 20,
                lambda: f"{admin.left(source, KILL_GROUP)} message(s) left at the source")
+
+
+def test_a_kill_between_the_dead_letter_and_the_ack_loses_nothing(admin, tmp_path):
+    """The worker dies right after the broker confirmed a poison message's dead letter and before
+    the message was acked at its source. A new worker gets the message again and dead-letters it
+    again: at least once in the dead letters, never lost. On Redis the dead letter and the ack are
+    one transaction, so it is there exactly once."""
+    source = admin.source("dlkill")
+    n = 20
+    admin.publish(source, [b'{"id": %d}' % i for i in range(n)] + [POISON])
+    out = tmp_path / "out.txt"
+    url = getattr(admin, "worker_url", None)
+    worker = start_worker(admin.broker, source, out, delay_ms=0, url=url, die_after_dead_letter=True)
+    try:
+        code = worker.wait(120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert code == DIED_AFTER_DEAD_LETTER, (tmp_path / "out.txt.stderr").read_text()[-2000:]
+    poison = [body for body, _ in admin.dead_letters(source) if body and b"poison" in body]
+    assert len(poison) == 1, "the dead letter was confirmed before the worker died"
+    worker = start_worker(admin.broker, source, out, delay_ms=0, url=url)
+    try:
+        wait_until(lambda: set(read_ids(out)) >= set(range(n)), 90,
+                   lambda: f"{len(set(range(n)) - set(read_ids(out)))} ids missing")
+        wait_until(lambda: admin.settled(source, KILL_GROUP), 90,
+                   lambda: f"{admin.left(source, KILL_GROUP)} message(s) left at the source")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    poison = [body for body, _ in admin.dead_letters(source) if body and b"poison" in body]
+    assert 1 <= len(poison) <= 2, f"{len(poison)} dead letters of the poison message"
+    if admin.broker == "redis":
+        assert len(poison) == 1
