@@ -1,7 +1,9 @@
 """The chaos harness's CI-sized subset (tests/support/chaos.py; bench/chaos.py runs 20 seeds of 10
-kills): two seeded runs of three topologies (Redis Streams at-least-once, a stateful bolt and a
-Trident PostgreSQL count exactly-once) with 10 slot SIGKILLs each, at points of work done. Nothing is
-lost, nothing counted twice, no state is lost, and every poison message is dead-lettered."""
+kills): seeded runs of three topologies (Redis Streams at-least-once, a stateful bolt and a Trident
+PostgreSQL count exactly-once) with 10 slot SIGKILLs each at points of work done, and one run whose
+driver process is SIGKILLed twice (then started again from the same conf) besides 4 slot kills.
+Nothing is lost, nothing counted twice, no state is lost, and every poison message is
+dead-lettered: 24 kills in all."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from squall.trident.state.postgres import default_dsn
 from tests.support.broker_services import need_redis, need_service
-from tests.support.chaos import run_once
+from tests.support.chaos import run_once, run_with_driver_kills
 
 pytestmark = pytest.mark.spark
 
@@ -33,5 +35,14 @@ def test_random_slot_kills_lose_nothing_and_count_nothing_twice(spark_session, s
     result = run_once(spark_session, seed, KILLS, redis_url)
     assert result.kills == KILLS, result.problems
     assert result.rollbacks > 0  # the kills landed while work was in flight
+    assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
+    assert not result.problems, result.problems
+
+
+def test_driver_kills_and_restarts_lose_nothing_and_count_nothing_twice():
+    redis_url = need_redis()
+    need_postgres()
+    result = run_with_driver_kills(103, 4, 2, redis_url)
+    assert (result.kills, result.driver_kills) == (6, 2), result.problems
     assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
     assert not result.problems, result.problems

@@ -12,6 +12,10 @@ chosen by the seed, then checks every result against an oracle.
 - **trident** (exactly-once): JSON-lines files -> split -> a transactional PostgreSQL word count.
   Oracle: the stored counts exact.
 
+`run_once` kills slots of topologies it runs itself; `run_with_driver_kills` runs them in a driver
+process of their own (tests/support/chaos_job.py), which kills its own slots, and SIGKILLs that
+process too, starting it again from the same conf each time.
+
 A run prints nothing itself; `run_once` returns its figures. A seed replays a run exactly as far
 as the harness decides (the kill points and which slot dies); where Spark places work is its own.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -51,6 +57,7 @@ class Sizes:
 class RunResult:
     seed: int
     kills: int = 0
+    driver_kills: int = 0  # of `kills`: the driver process SIGKILLed and started again
     lost: int = 0
     duplicated_exactly_once: int = 0
     state_lost: int = 0
@@ -95,15 +102,16 @@ class RecordSeen(Bolt):
 class Chaos:
     """One run's three topologies, their data and their oracles."""
 
-    def __init__(self, seed: int, redis_url: str, sizes: Sizes, work: str):
+    def __init__(self, seed: int, redis_url: str, sizes: Sizes, work: str, tag: str | None = None):
         import redis  # noqa: PLC0415
 
         self.seed, self.sizes, self.work = seed, sizes, work
         self.redis_url = redis_url
         self.r = redis.Redis.from_url(redis_url, decode_responses=True)
-        self.stream = f"squall-chaos-{seed}-{os.getpid()}"
+        self.tag = tag or f"{seed}_{os.getpid()}"  # names this run's stream and table (a driver process gets it)
+        self.stream = f"squall-chaos-{self.tag}"
         self.seen = f"{self.stream}:seen"
-        self.table = f"chaos_{seed}_{os.getpid()}"
+        self.table = f"chaos_{self.tag}"
         self.state_db = os.path.join(work, "state.sqlite")
         self.ack_db = os.path.join(work, "acks.sqlite")
         self.corpus = os.path.join(work, "corpus")
@@ -152,7 +160,7 @@ class Chaos:
     def total(self) -> int:
         return len(self.good) + self.sizes.sentences + self.batches
 
-    def check(self, cluster: LocalCluster, result: RunResult) -> None:
+    def check(self, cluster: LocalCluster | None, result: RunResult) -> None:
         seen = set(self.r.smembers(self.seen))
         dead = [fields.get("payload") for _, fields in self.r.xrange(f"{self.stream}:dlq")]
         result.lost += len(set(self.good) - seen)
@@ -172,7 +180,7 @@ class Chaos:
             state.close()
         result.lost += sum((self.truth - stored).values())
         result.duplicated_exactly_once += sum((stored - self.truth).values())
-        for name in ("core", "stateful", "trident"):
+        for name in ("core", "stateful", "trident") if cluster is not None else ():
             result.rollbacks += cluster.coordinator(name).rollbacks
 
     def cleanup(self) -> None:
@@ -227,3 +235,79 @@ def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | N
             chaos.cleanup()
     result.secs = time.monotonic() - t0
     return result
+
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chaos_job.py")
+
+
+def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_url: str,
+                          sizes: Sizes | None = None) -> RunResult:
+    """One seeded run in a driver process of its own: `slot_kills` slot kills (done by the job) and
+    `driver_kills` SIGKILLs of the whole driver process group (then a new one from the same conf),
+    at work-done points drawn from the seed; then the oracles."""
+    sizes = sizes or Sizes()
+    rng = random.Random(zlib.crc32(f"chaos-driver/{seed}".encode()))
+    result = RunResult(seed)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="squall-chaos-") as work:
+        chaos = Chaos(seed, redis_url, sizes, work)
+        span = range(1, int(chaos.total * 0.7))
+        slot_points = sorted(rng.sample(span, slot_kills))
+        driver_points = sorted(rng.sample(span, driver_kills))
+        chaos.prepare()
+        try:
+            for start in range(driver_kills + 1):
+                job = _start_job(seed, work, redis_url, slot_points, start, chaos.tag)
+                if _watch(job, driver_points, slot_points, result, t0, os.path.join(work, f"job{start}.err")):
+                    break
+            if driver_points or slot_points:
+                result.problems.append(f"{len(driver_points) + len(slot_points)} kill points were never reached")
+            chaos.check(None, result)
+        finally:
+            chaos.cleanup()
+    result.secs = time.monotonic() - t0
+    return result
+
+
+def _start_job(seed: int, work: str, redis_url: str, slot_points: list[int], start: int,
+               tag: str) -> subprocess.Popen:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(JOB)))
+    env = {**os.environ, "PYTHONPATH": root, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    with open(os.path.join(work, f"job{start}.err"), "wb") as err:
+        return subprocess.Popen([sys.executable, JOB, str(seed), work, redis_url, ",".join(map(str, slot_points)),
+                                 str(start), tag], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                start_new_session=True)
+
+
+def _watch(job: subprocess.Popen, driver_points: list[int], slot_points: list[int], result: RunResult,
+           t0: float, err: str) -> bool:
+    """Follow one driver process: its slot kills, and ours of it at the next driver point. True when
+    it finished the work (or failed: said in `result.problems`)."""
+    first = None  # the work done when this process first reported: it must do some before it dies
+    try:
+        for line in job.stdout:
+            word, _, arg = line.strip().partition(" ")
+            if word == "PROGRESS" and first is None:
+                first = int(arg)
+            if word == "KILLED":
+                slot_points.pop(0)
+                result.kills += 1
+            elif word == "DONE":
+                result.rollbacks += int(arg or 0)
+                return True
+            elif word == "PROGRESS" and driver_points and int(arg) >= driver_points[0] and int(arg) > first:
+                os.killpg(job.pid, signal.SIGKILL)  # the job's own group: driver, JVM, Python workers
+                driver_points.pop(0)
+                result.kills += 1
+                result.driver_kills += 1
+                return False
+            if time.monotonic() - t0 > RUN_GUARD_SECS:
+                result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
+                return True
+        with open(err, encoding="utf-8", errors="replace") as f:
+            result.problems.append(f"the driver process ended without finishing: {f.read()[-1500:]}")
+        return True
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait()

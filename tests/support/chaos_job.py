@@ -1,0 +1,57 @@
+"""The chaos harness's driver process (tests/support/chaos.py, `run_with_driver_kills`): runs the
+three chaos topologies of one seed on its own Spark session until all their work is done, killing
+its own slots at the work-done points it is given, and prints its progress so that the harness can
+SIGKILL it (driver, JVM, Python workers) at points of its own and start it again from the same
+conf. Every topology resumes from what outlives the process: the Redis stream and its consumer
+group, the SQLite state and ack files, the PostgreSQL state and Trident metadata.
+
+    python tests/support/chaos_job.py SEED WORK_DIR REDIS_URL SLOT_KILL_POINTS START TAG
+
+Prints "PROGRESS <work done>" lines, "KILLED <slot kills>" after each slot kill, and at the end
+"DONE <rollbacks>" (the recoveries this process's topologies went through).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from squall import LocalCluster  # noqa: E402
+from squall.engine.spark.session import get_or_create_session  # noqa: E402
+from tests.support.chaos import Chaos, Sizes, kill_a_slot  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    seed, work, redis_url, points, start, tag = int(argv[0]), argv[1], argv[2], argv[3], int(argv[4]), argv[5]
+    slot_points = sorted(int(p) for p in points.split(",") if p)
+    rng = random.Random(zlib.crc32(f"chaos-job/{seed}/{start}".encode()))  # which slots die: from the seed
+    spark = get_or_create_session("local[2,4]", app_name=f"squall-chaos-{seed}")
+    chaos = Chaos(seed, redis_url, Sizes(), work, tag)
+    kills = 0
+    with LocalCluster(engine="spark", spark=spark) as cluster:
+        chaos.submit(cluster)
+        done, last = False, -1
+        while not done:
+            work_done, done = chaos.progress(cluster)
+            print("PROGRESS", work_done, flush=True)
+            if slot_points and work_done >= slot_points[0] and work_done > last:
+                slot_points.pop(0)
+                kill_a_slot(cluster, rng)
+                kills += 1
+                last = work_done
+                print("KILLED", kills, flush=True)
+                continue
+            time.sleep(0.05)
+        rollbacks = sum(cluster.coordinator(name).rollbacks for name in ("core", "stateful", "trident"))
+    print("DONE", rollbacks, flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
