@@ -37,7 +37,7 @@ def make_coordinator(engine: str, name: str, topology: StormTopology, conf: dict
 
 
 class _Running:
-    """One submitted topology: its coordinator and, in real time, the thread driving its waves."""
+    """One submitted topology: its coordinator and, unless stepped, the thread driving its waves."""
 
     def __init__(self, coord: Coordinator, idle_sleep_max: float = IDLE_SLEEP_MAX):
         self.coord = coord

@@ -175,15 +175,17 @@ class TridentSpoutExecutor(Spout):
     def next_tuple(self) -> None:
         b = self.batches.get(self.committed + 1)
         if b is not None and b.status == "processed":
+            # From here on some state tasks may hold this batch: its contents must not change. Recorded
+            # first: a store that fails here leaves the batch as it was, to try again.
+            self._put("committing", b.txid)
             b.status = "committing"
             b.commit_try += 1
-            # From here on some state tasks may hold this batch: its contents must not change.
-            self._put("committing", b.txid)
             self.collector.emit([(b.txid, b.attempt)], msg_id=("commit", b.txid, b.attempt, b.commit_try),
                                 stream=COMMIT_STREAM)
             return
         if self.replay:
-            self._emit(self.batches[self.replay.popleft()], fresh=False)
+            self._emit(self.batches[self.replay[0]], fresh=False)  # a store that fails here: tried again
+            self.replay.popleft()
             return
         numbered = getattr(self.spout, "next_txid", None)
         if numbered is not None and not self.batches:  # the spout says which txid its next batch is
@@ -270,11 +272,17 @@ class TridentSpoutExecutor(Spout):
             for on_processed in self._hooks("batch_processed"):  # the DRPC spout answers (as Storm, before the commit)
                 on_processed(txid)
         elif kind == "commit" and b.status == "committing" and msg_id[3] == b.commit_try:
+            try:
+                self._put("committed", txid)
+                self._put("committing", None)
+                for s in self.sources:
+                    self._put(f"meta/{txid - 1}", None, s.name)  # the next batch needs only this one's meta
+            except Exception as e:  # noqa: BLE001 - not recorded: commit it again (the states skip what they hold)
+                log.warning("trident %s: recording the commit of txid %d failed (%s); committing it again",
+                            self.name, txid, e)
+                b.status = "processed"
+                return
             self.committed = txid
-            self._put("committed", txid)
-            self._put("committing", None)
-            for s in self.sources:
-                self._put(f"meta/{txid - 1}", None, s.name)  # the next batch needs only this one's meta
             del self.batches[txid]
             self.batches_committed += 1
             for s in self.sources:
