@@ -1,12 +1,13 @@
 """Seeded chaos: three topologies at once on the Spark engine's slots (a Redis Streams word count,
 at-least-once; a stateful bolt, exactly-once by its state; a Trident word count into PostgreSQL,
 exactly-once) while slot processes, and the driver process itself (then started again from the same
-conf), are SIGKILLed at points of work done drawn from the seed; every result checked against an
+conf), are SIGKILLed, and every Redis and PostgreSQL connection of the topologies is cut (through a
+forwarding proxy), at points of work done drawn from the seed; every result checked against an
 oracle (tests/support/chaos.py). With `--driver-kills 0` the topologies run in this process.
 Prints ONE JSON line; each run's seed and figures go to stderr, so a failed seed can be run again
 alone with `--seed N --runs 1`. The driver processes run `local[2,4]`.
 
-    .venv/bin/python bench/chaos.py [--runs 20] [--kills 10] [--driver-kills 1] [--seed 1]
+    .venv/bin/python bench/chaos.py [--runs 20] [--kills 10] [--driver-kills 1] [--cuts 3] [--seed 1]
 
 Needs Redis (SQUALL_TEST_REDIS_URL, default redis://127.0.0.1:6379/0) and PostgreSQL (the PG*
 variables, default 127.0.0.1:5432, database test, user postgres).
@@ -35,6 +36,8 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=10, help="kills per run, the driver kills among them")
     ap.add_argument("--driver-kills", type=int, default=1,
                     help="SIGKILLs of the driver process per run (then a new one from the same conf)")
+    ap.add_argument("--cuts", type=int, default=3,
+                    help="cuts of every Redis and PostgreSQL connection per run (not counted in --kills)")
     ap.add_argument("--seed", type=int, default=1, help="the first run's seed; run i has seed + i")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -42,21 +45,23 @@ def main() -> None:
     os.environ.setdefault("PYTHONPATH", str(ROOT))  # the executors unpickle the harness's bolts
     redis_url = os.environ.get("SQUALL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     spark = None if args.driver_kills else get_or_create_session("local[2,4]", app_name="squall-chaos")
-    out: dict = {"bench": "chaos", "runs": 0, "kills": 0, "driver_kills": 0, "rollbacks": 0, "lost": 0,
+    out: dict = {"bench": "chaos", "runs": 0, "kills": 0, "driver_kills": 0, "cuts": 0, "rollbacks": 0, "lost": 0,
                  "duplicated_exactly_once": 0, "state_lost": 0, "seeds": [], "seeds_failed": []}
     t0 = time.monotonic()
     for i in range(args.runs):
         seed = args.seed + i
         print(f"seed {seed} ...", file=sys.stderr, flush=True)
         if args.driver_kills:
-            r = run_with_driver_kills(seed, args.kills - args.driver_kills, args.driver_kills, redis_url, Sizes())
+            r = run_with_driver_kills(seed, args.kills - args.driver_kills, args.driver_kills, redis_url, Sizes(),
+                                      cuts=args.cuts)
         else:
-            r = run_once(spark, seed, args.kills, redis_url, Sizes())
+            r = run_once(spark, seed, args.kills, redis_url, Sizes(), cuts=args.cuts)
         problems = "; " + "; ".join(r.problems) if r.problems else ""
-        print(f"seed {seed}: {r.kills} kills ({r.driver_kills} of the driver), {r.rollbacks} rollbacks, lost "
+        print(f"seed {seed}: {r.kills} kills ({r.driver_kills} of the driver), {r.cuts} cuts "
+              f"({r.connections_cut} connections), {r.rollbacks} rollbacks, lost "
               f"{r.lost}, duplicated {r.duplicated_exactly_once}, state lost {r.state_lost}, {r.secs:.0f} s{problems}",
               file=sys.stderr, flush=True)
-        for key in ("kills", "driver_kills", "rollbacks", "lost", "duplicated_exactly_once", "state_lost"):
+        for key in ("kills", "driver_kills", "cuts", "rollbacks", "lost", "duplicated_exactly_once", "state_lost"):
             out[key] += getattr(r, key)
         out["runs"] += 1
         out["seeds"].append(seed)

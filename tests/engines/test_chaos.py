@@ -1,9 +1,10 @@
 """The chaos harness's CI-sized subset (tests/support/chaos.py; bench/chaos.py runs 20 seeds of 10
 kills): seeded runs of three topologies (Redis Streams at-least-once, a stateful bolt and a Trident
-PostgreSQL count exactly-once) with 10 slot SIGKILLs each at points of work done, and one run whose
-driver process is SIGKILLed twice (then started again from the same conf) besides 4 slot kills.
-Nothing is lost, nothing counted twice, no state is lost, and every poison message is
-dead-lettered: 24 kills in all."""
+PostgreSQL count exactly-once) with 10 slot SIGKILLs each at points of work done (the second seed
+also cuts every Redis and PostgreSQL connection twice), and one run whose driver process is
+SIGKILLed twice (then started again from the same conf) besides 4 slot kills and 2 cuts. Nothing
+is lost, nothing counted twice, no state is lost, and every poison message is dead-lettered: 24
+kills in all."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.spark
 
 SEEDS = (101, 102)
 KILLS = 10
+CUTS = {101: 0, 102: 2}
 
 
 def need_postgres() -> None:
@@ -29,20 +31,21 @@ def need_postgres() -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_random_slot_kills_lose_nothing_and_count_nothing_twice(spark_session, seed):
+def test_random_slot_kills_and_cuts_lose_nothing_and_count_nothing_twice(spark_session, seed):
     redis_url = need_redis()
     need_postgres()
-    result = run_once(spark_session, seed, KILLS, redis_url)
-    assert result.kills == KILLS, result.problems
+    result = run_once(spark_session, seed, KILLS, redis_url, cuts=CUTS[seed])
+    assert (result.kills, result.cuts) == (KILLS, CUTS[seed]), result.problems
     assert result.rollbacks > 0  # the kills landed while work was in flight
     assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
     assert not result.problems, result.problems
 
 
-def test_driver_kills_and_restarts_lose_nothing_and_count_nothing_twice():
+def test_driver_kills_restarts_and_cuts_lose_nothing_and_count_nothing_twice():
     redis_url = need_redis()
     need_postgres()
-    result = run_with_driver_kills(103, 4, 2, redis_url)
-    assert (result.kills, result.driver_kills) == (6, 2), result.problems
+    result = run_with_driver_kills(103, 4, 2, redis_url, cuts=2)
+    assert (result.kills, result.driver_kills, result.cuts) == (6, 2, 2), result.problems
+    assert result.connections_cut > 0
     assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
     assert not result.problems, result.problems

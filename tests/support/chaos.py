@@ -33,10 +33,15 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
 from squall.connectors.redis_streams import RedisStreamSpout
 from squall.trident import Count, JsonLinesFileSpout, PostgresMapState, TridentTopology
+from squall.trident.state.postgres import default_dsn
+from tests.support.broker_proxy import TcpProxy
 from tests.support.state_topology import acked_ids, build, committed, true_counts
 from tests.support.trident_helpers import Split, write_corpus
 
@@ -58,6 +63,8 @@ class RunResult:
     seed: int
     kills: int = 0
     driver_kills: int = 0  # of `kills`: the driver process SIGKILLed and started again
+    cuts: int = 0  # times every Redis and PostgreSQL connection of the topologies was cut at once
+    connections_cut: int = 0
     lost: int = 0
     duplicated_exactly_once: int = 0
     state_lost: int = 0
@@ -107,6 +114,7 @@ class Chaos:
 
         self.seed, self.sizes, self.work = seed, sizes, work
         self.redis_url = redis_url
+        self.via_redis, self.via_dsn = redis_url, None  # what the topologies connect to (`cut_through`)
         self.r = redis.Redis.from_url(redis_url, decode_responses=True)
         self.tag = tag or f"{seed}_{os.getpid()}"  # names this run's stream and table (a driver process gets it)
         self.stream = f"squall-chaos-{self.tag}"
@@ -120,6 +128,17 @@ class Chaos:
         self.truth = write_corpus(self.corpus, sizes.files, sizes.lines, seed=seed)
         self.batches = (sizes.files * sizes.lines + 19) // 20
 
+    def cut_through(self) -> list[TcpProxy]:
+        """Put a proxy between the topologies and Redis, and one between them and PostgreSQL (the
+        oracles read directly), so that a fault can cut every connection at once."""
+        r = urlparse(self.redis_url)
+        redis_proxy = TcpProxy(r.hostname or "127.0.0.1", r.port or 6379)
+        self.via_redis = r._replace(netloc=f"127.0.0.1:{redis_proxy.port}").geturl()
+        dsn = conninfo_to_dict(default_dsn())
+        pg_proxy = TcpProxy(dsn.get("host") or "127.0.0.1", int(dsn.get("port") or 5432))
+        self.via_dsn = make_conninfo(**{**dsn, "host": "127.0.0.1", "port": str(pg_proxy.port)})
+        return [redis_proxy, pg_proxy]
+
     def prepare(self) -> None:
         self.r.delete(self.stream, self.seen, f"{self.stream}:dlq")
         rng = random.Random(self.seed)
@@ -132,9 +151,9 @@ class Chaos:
 
     def submit(self, cluster: LocalCluster) -> None:
         b = TopologyBuilder()
-        b.set_spout("messages", RedisStreamSpout(self.stream, "chaos", self.redis_url, max_retries=2,
+        b.set_spout("messages", RedisStreamSpout(self.stream, "chaos", self.via_redis, max_retries=2,
                                                  retry_delay_secs=0.1, claim_idle_secs=2.0, claim_interval_secs=0.5))
-        b.set_bolt("record", RecordSeen(self.redis_url, self.seen), 2).shuffle_grouping("messages")
+        b.set_bolt("record", RecordSeen(self.via_redis, self.seen), 2).shuffle_grouping("messages")
         cluster.submit_topology("core", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200}, b.create_topology())
         stateful = build(self.sizes.sentences, ack_db=self.ack_db, seed=f"chaos{self.seed}")
         cluster.submit_topology("stateful", {Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": self.state_db},
@@ -142,7 +161,8 @@ class Chaos:
         t = TridentTopology()
         (t.new_stream("lines", JsonLinesFileSpout(self.corpus, ["sentence"], batch_size=20))
          .each(["sentence"], Split(), ["word"]).parallelism_hint(2)
-         .group_by(["word"]).persistent_aggregate(PostgresMapState.factory(None, "transactional", table=self.table),
+         .group_by(["word"]).persistent_aggregate(PostgresMapState.factory(self.via_dsn, "transactional",
+                                                                            table=self.table),
                                                   Count(), ["count"]).parallelism_hint(2))
         cluster.submit_topology("trident", {}, t.build())
 
@@ -200,17 +220,27 @@ def kill_a_slot(cluster: LocalCluster, rng: random.Random) -> None:
         raise RuntimeError(f"slot {slot.index} did not come back within {RESTART_SECS} s")
 
 
-def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | None = None) -> RunResult:
-    """One seeded run: the three topologies, `kills` slot kills at work-done points drawn from the
-    seed (within the first 70% of the work, with some work done between two kills), then the
-    oracles."""
+def cut(proxies: list[TcpProxy], result: RunResult) -> None:
+    """Cut every connection through the proxies (new ones are let through, as after a network blip)."""
+    result.cuts += 1
+    result.connections_cut += sum(p.drop() for p in proxies)
+
+
+def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | None = None,
+             cuts: int = 0) -> RunResult:
+    """One seeded run: the three topologies, `kills` slot kills and `cuts` cuts of every Redis and
+    PostgreSQL connection, at work-done points drawn from the seed (within the first 70% of the
+    work, with some work done between two faults), then the oracles."""
     sizes = sizes or Sizes()
     rng = random.Random(zlib.crc32(f"chaos/{seed}".encode()))
     result = RunResult(seed)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="squall-chaos-") as work:
         chaos = Chaos(seed, redis_url, sizes, work)
-        points = sorted(rng.sample(range(1, int(chaos.total * 0.7)), kills))
+        faults = ["kill"] * kills + ["cut"] * cuts
+        rng.shuffle(faults)
+        points = sorted(rng.sample(range(1, int(chaos.total * 0.7)), kills + cuts))
+        proxies = chaos.cut_through() if cuts else []
         chaos.prepare()
         try:
             with LocalCluster(engine="spark", spark=spark) as cluster:
@@ -221,18 +251,23 @@ def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | N
                         result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
                         break
                     work_done, done = chaos.progress(cluster)
-                    if points and work_done >= points[0] and work_done > last:  # some work between kills
+                    if points and work_done >= points[0] and work_done > last:  # some work between faults
                         points.pop(0)
-                        kill_a_slot(cluster, rng)
-                        result.kills += 1
+                        if faults.pop(0) == "kill":
+                            kill_a_slot(cluster, rng)
+                            result.kills += 1
+                        else:
+                            cut(proxies, result)
                         last = work_done
                         continue
                     time.sleep(0.02)
                 if points:
-                    result.problems.append(f"{len(points)} kill points were never reached")
+                    result.problems.append(f"{len(points)} fault points were never reached")
                 chaos.check(cluster, result)
         finally:
             chaos.cleanup()
+            for p in proxies:
+                p.close()
     result.secs = time.monotonic() - t0
     return result
 
@@ -241,10 +276,11 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chaos_job.py")
 
 
 def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_url: str,
-                          sizes: Sizes | None = None) -> RunResult:
-    """One seeded run in a driver process of its own: `slot_kills` slot kills (done by the job) and
-    `driver_kills` SIGKILLs of the whole driver process group (then a new one from the same conf),
-    at work-done points drawn from the seed; then the oracles."""
+                          sizes: Sizes | None = None, cuts: int = 0) -> RunResult:
+    """One seeded run in a driver process of its own: `slot_kills` slot kills (done by the job),
+    `driver_kills` SIGKILLs of the whole driver process group (then a new one from the same conf)
+    and `cuts` cuts of every Redis and PostgreSQL connection, at work-done points drawn from the
+    seed; then the oracles."""
     sizes = sizes or Sizes()
     rng = random.Random(zlib.crc32(f"chaos-driver/{seed}".encode()))
     result = RunResult(seed)
@@ -254,33 +290,50 @@ def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_u
         span = range(1, int(chaos.total * 0.7))
         slot_points = sorted(rng.sample(span, slot_kills))
         driver_points = sorted(rng.sample(span, driver_kills))
+        faults = _Faults(slot_points, driver_points, sorted(rng.sample(span, cuts)),
+                         chaos.cut_through() if cuts else [])
         chaos.prepare()
         try:
             for start in range(driver_kills + 1):
-                job = _start_job(seed, work, redis_url, slot_points, start, chaos.tag)
-                if _watch(job, driver_points, slot_points, result, t0, os.path.join(work, f"job{start}.err")):
+                job = _start_job(seed, work, chaos, slot_points, start)
+                if _watch(job, faults, result, t0, os.path.join(work, f"job{start}.err")):
                     break
-            if driver_points or slot_points:
-                result.problems.append(f"{len(driver_points) + len(slot_points)} kill points were never reached")
+            if faults.left:
+                result.problems.append(f"{faults.left} fault points were never reached")
             chaos.check(None, result)
         finally:
             chaos.cleanup()
+            for p in faults.proxies:
+                p.close()
     result.secs = time.monotonic() - t0
     return result
 
 
-def _start_job(seed: int, work: str, redis_url: str, slot_points: list[int], start: int,
-               tag: str) -> subprocess.Popen:
+@dataclass
+class _Faults:
+    """The work-done points still ahead of a run in driver processes, and the proxies to cut."""
+
+    slot: list[int]
+    driver: list[int]
+    cut: list[int]
+    proxies: list[TcpProxy]
+
+    @property
+    def left(self) -> int:
+        return len(self.slot) + len(self.driver) + len(self.cut)
+
+
+def _start_job(seed: int, work: str, chaos: Chaos, slot_points: list[int], start: int) -> subprocess.Popen:
     root = os.path.dirname(os.path.dirname(os.path.dirname(JOB)))
     env = {**os.environ, "PYTHONPATH": root, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(os.path.join(work, f"job{start}.err"), "wb") as err:
-        return subprocess.Popen([sys.executable, JOB, str(seed), work, redis_url, ",".join(map(str, slot_points)),
-                                 str(start), tag], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+        argv = [str(seed), work, chaos.redis_url, ",".join(map(str, slot_points)), str(start), chaos.tag,
+                chaos.via_redis, chaos.via_dsn or ""]
+        return subprocess.Popen([sys.executable, JOB, *argv], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
                                 start_new_session=True)
 
 
-def _watch(job: subprocess.Popen, driver_points: list[int], slot_points: list[int], result: RunResult,
-           t0: float, err: str) -> bool:
+def _watch(job: subprocess.Popen, faults: _Faults, result: RunResult, t0: float, err: str) -> bool:
     """Follow one driver process: its slot kills, and ours of it at the next driver point. True when
     it finished the work (or failed: said in `result.problems`)."""
     first = None  # the work done when this process first reported: it must do some before it dies
@@ -289,15 +342,18 @@ def _watch(job: subprocess.Popen, driver_points: list[int], slot_points: list[in
             word, _, arg = line.strip().partition(" ")
             if word == "PROGRESS" and first is None:
                 first = int(arg)
+            if word == "PROGRESS" and faults.cut and int(arg) >= faults.cut[0]:
+                faults.cut.pop(0)
+                cut(faults.proxies, result)
             if word == "KILLED":
-                slot_points.pop(0)
+                faults.slot.pop(0)
                 result.kills += 1
             elif word == "DONE":
                 result.rollbacks += int(arg or 0)
                 return True
-            elif word == "PROGRESS" and driver_points and int(arg) >= driver_points[0] and int(arg) > first:
+            elif word == "PROGRESS" and faults.driver and int(arg) >= faults.driver[0] and int(arg) > first:
                 os.killpg(job.pid, signal.SIGKILL)  # the job's own group: driver, JVM, Python workers
-                driver_points.pop(0)
+                faults.driver.pop(0)
                 result.kills += 1
                 result.driver_kills += 1
                 return False

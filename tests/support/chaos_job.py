@@ -5,7 +5,10 @@ SIGKILL it (driver, JVM, Python workers) at points of its own and start it again
 conf. Every topology resumes from what outlives the process: the Redis stream and its consumer
 group, the SQLite state and ack files, the PostgreSQL state and Trident metadata.
 
-    python tests/support/chaos_job.py SEED WORK_DIR REDIS_URL SLOT_KILL_POINTS START TAG
+    python tests/support/chaos_job.py SEED WORK_DIR REDIS_URL SLOT_KILL_POINTS START TAG [VIA_REDIS VIA_DSN]
+
+VIA_REDIS and VIA_DSN are where the topologies connect when the harness cuts connections (its
+proxies); the oracles read Redis at REDIS_URL.
 
 Prints "PROGRESS <work done>" lines, "KILLED <slot kills>" after each slot kill, and at the end
 "DONE <rollbacks>" (the recoveries this process's topologies went through).
@@ -32,6 +35,8 @@ def main(argv: list[str]) -> int:
     rng = random.Random(zlib.crc32(f"chaos-job/{seed}/{start}".encode()))  # which slots die: from the seed
     spark = get_or_create_session("local[2,4]", app_name=f"squall-chaos-{seed}")
     chaos = Chaos(seed, redis_url, Sizes(), work, tag)
+    if len(argv) > 6:
+        chaos.via_redis, chaos.via_dsn = argv[6], argv[7] or None
     kills = 0
     with LocalCluster(engine="spark", spark=spark) as cluster:
         chaos.submit(cluster)
