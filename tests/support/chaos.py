@@ -42,6 +42,7 @@ from squall.connectors.redis_streams import RedisStreamSpout
 from squall.trident import Count, JsonLinesFileSpout, PostgresMapState, TridentTopology
 from squall.trident.state.postgres import default_dsn
 from tests.support.broker_proxy import TcpProxy
+from tests.support.netns_cluster import NetnsCluster
 from tests.support.state_topology import acked_ids, build, committed, true_counts
 from tests.support.trident_helpers import Split, write_corpus
 
@@ -63,6 +64,7 @@ class RunResult:
     seed: int
     kills: int = 0
     driver_kills: int = 0  # of `kills`: the driver process SIGKILLed and started again
+    host_kills: int = 0  # of `kills`: a namespace cluster's worker host SIGKILLed (and a new one started)
     cuts: int = 0  # times every Redis and PostgreSQL connection of the topologies was cut at once
     connections_cut: int = 0
     lost: int = 0
@@ -128,15 +130,16 @@ class Chaos:
         self.truth = write_corpus(self.corpus, sizes.files, sizes.lines, seed=seed)
         self.batches = (sizes.files * sizes.lines + 19) // 20
 
-    def cut_through(self) -> list[TcpProxy]:
+    def cut_through(self, bind: str = "127.0.0.1") -> list[TcpProxy]:
         """Put a proxy between the topologies and Redis, and one between them and PostgreSQL (the
-        oracles read directly), so that a fault can cut every connection at once."""
+        oracles read directly), so that a fault can cut every connection at once. `bind`: the
+        address the topologies reach them on (a namespace cluster's bridge)."""
         r = urlparse(self.redis_url)
-        redis_proxy = TcpProxy(r.hostname or "127.0.0.1", r.port or 6379)
-        self.via_redis = r._replace(netloc=f"127.0.0.1:{redis_proxy.port}").geturl()
+        redis_proxy = TcpProxy(r.hostname or "127.0.0.1", r.port or 6379, bind=bind)
+        self.via_redis = r._replace(netloc=f"{bind}:{redis_proxy.port}").geturl()
         dsn = conninfo_to_dict(default_dsn())
-        pg_proxy = TcpProxy(dsn.get("host") or "127.0.0.1", int(dsn.get("port") or 5432))
-        self.via_dsn = make_conninfo(**{**dsn, "host": "127.0.0.1", "port": str(pg_proxy.port)})
+        pg_proxy = TcpProxy(dsn.get("host") or "127.0.0.1", int(dsn.get("port") or 5432), bind=bind)
+        self.via_dsn = make_conninfo(**{**dsn, "host": bind, "port": str(pg_proxy.port)})
         return [redis_proxy, pg_proxy]
 
     def prepare(self) -> None:
@@ -149,22 +152,25 @@ class Chaos:
             pipe.xadd(self.stream, {"payload": p})
         pipe.execute()
 
-    def submit(self, cluster: LocalCluster) -> None:
+    def submit(self, cluster: LocalCluster, extra_conf: dict | None = None) -> None:
+        """The three topologies; `extra_conf` goes into each one's conf (a cluster's shared paths)."""
+        extra = extra_conf or {}
         b = TopologyBuilder()
         b.set_spout("messages", RedisStreamSpout(self.stream, "chaos", self.via_redis, max_retries=2,
                                                  retry_delay_secs=0.1, claim_idle_secs=2.0, claim_interval_secs=0.5))
         b.set_bolt("record", RecordSeen(self.via_redis, self.seen), 2).shuffle_grouping("messages")
-        cluster.submit_topology("core", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200}, b.create_topology())
+        cluster.submit_topology("core", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200, **extra}, b.create_topology())
         stateful = build(self.sizes.sentences, ack_db=self.ack_db, seed=f"chaos{self.seed}")
         cluster.submit_topology("stateful", {Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": self.state_db},
-                                             Config.TOPOLOGY_MAX_SPOUT_PENDING: 100}, stateful.create_topology())
+                                             Config.TOPOLOGY_MAX_SPOUT_PENDING: 100, **extra},
+                                stateful.create_topology())
         t = TridentTopology()
         (t.new_stream("lines", JsonLinesFileSpout(self.corpus, ["sentence"], batch_size=20))
          .each(["sentence"], Split(), ["word"]).parallelism_hint(2)
          .group_by(["word"]).persistent_aggregate(PostgresMapState.factory(self.via_dsn, "transactional",
                                                                             table=self.table),
                                                   Count(), ["count"]).parallelism_hint(2))
-        cluster.submit_topology("trident", {}, t.build())
+        cluster.submit_topology("trident", dict(extra), t.build())
 
     def progress(self, cluster: LocalCluster) -> tuple[int, bool]:
         """Work done (payloads seen + sentences acked + batches committed), and whether all is."""
@@ -276,26 +282,35 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chaos_job.py")
 
 
 def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_url: str,
-                          sizes: Sizes | None = None, cuts: int = 0) -> RunResult:
+                          sizes: Sizes | None = None, cuts: int = 0, hosts: NetnsCluster | None = None,
+                          host_kills: int = 0) -> RunResult:
     """One seeded run in a driver process of its own: `slot_kills` slot kills (done by the job),
     `driver_kills` SIGKILLs of the whole driver process group (then a new one from the same conf)
     and `cuts` cuts of every Redis and PostgreSQL connection, at work-done points drawn from the
-    seed; then the oracles."""
+    seed; then the oracles. With `hosts` (a running namespace cluster) the job runs on it, and
+    `host_kills` SIGKILLs of a worker host (each followed by a new host joining) are among the
+    faults."""
     sizes = sizes or Sizes()
     rng = random.Random(zlib.crc32(f"chaos-driver/{seed}".encode()))
     result = RunResult(seed)
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="squall-chaos-") as work:
+    shared = None
+    if hosts is not None:
+        shared = hosts.tmp / "shared"
+        shared.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="squall-chaos-", dir=shared) as work:
         chaos = Chaos(seed, redis_url, sizes, work)
         span = range(1, int(chaos.total * 0.7))
         slot_points = sorted(rng.sample(span, slot_kills))
         driver_points = sorted(rng.sample(span, driver_kills))
-        faults = _Faults(slot_points, driver_points, sorted(rng.sample(span, cuts)),
-                         chaos.cut_through() if cuts else [])
+        cut_points = sorted(rng.sample(span, cuts))
+        bind = hosts.bridge_ip if hosts is not None else "127.0.0.1"  # a namespace reaches the root one there
+        faults = _Faults(slot_points, driver_points, cut_points, chaos.cut_through(bind) if cuts or hosts else [],
+                         sorted(rng.sample(span, host_kills)), hosts, rng)
         chaos.prepare()
         try:
             for start in range(driver_kills + 1):
-                job = _start_job(seed, work, chaos, slot_points, start)
+                job = _start_job(seed, work, chaos, slot_points, start, hosts)
                 if _watch(job, faults, result, t0, os.path.join(work, f"job{start}.err")):
                     break
             if faults.left:
@@ -311,24 +326,40 @@ def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_u
 
 @dataclass
 class _Faults:
-    """The work-done points still ahead of a run in driver processes, and the proxies to cut."""
+    """The work-done points still ahead of a run in driver processes, the proxies to cut, and the
+    namespace cluster whose hosts die."""
 
     slot: list[int]
     driver: list[int]
     cut: list[int]
     proxies: list[TcpProxy]
+    host: list[int] = field(default_factory=list)
+    hosts: NetnsCluster | None = None
+    rng: random.Random | None = None
 
     @property
     def left(self) -> int:
-        return len(self.slot) + len(self.driver) + len(self.cut)
+        return len(self.slot) + len(self.driver) + len(self.cut) + len(self.host)
+
+    def kill_a_host(self, result: RunResult) -> None:
+        """SIGKILL a live worker host drawn from the seed, and start a new one (a host joining)."""
+        live = [w for w in self.hosts.workers if w.proc is not None and w.proc.poll() is None]
+        self.hosts.kill_worker(self.rng.choice(live))
+        self.hosts.add_worker(wait=False)
+        result.kills += 1
+        result.host_kills += 1
 
 
-def _start_job(seed: int, work: str, chaos: Chaos, slot_points: list[int], start: int) -> subprocess.Popen:
+def _start_job(seed: int, work: str, chaos: Chaos, slot_points: list[int], start: int,
+               hosts: NetnsCluster | None = None) -> subprocess.Popen:
     root = os.path.dirname(os.path.dirname(os.path.dirname(JOB)))
     env = {**os.environ, "PYTHONPATH": root, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(os.path.join(work, f"job{start}.err"), "wb") as err:
         argv = [str(seed), work, chaos.redis_url, ",".join(map(str, slot_points)), str(start), chaos.tag,
                 chaos.via_redis, chaos.via_dsn or ""]
+        if hosts is not None:
+            argv += [hosts.master_url, hosts.bridge_ip, hosts.worker_python, str(hosts.tmp / "shared")]
+            env.pop("PYTHONPATH")  # the job finds the checkout itself; the executors must not
         return subprocess.Popen([sys.executable, JOB, *argv], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
                                 start_new_session=True)
 
@@ -345,6 +376,9 @@ def _watch(job: subprocess.Popen, faults: _Faults, result: RunResult, t0: float,
             if word == "PROGRESS" and faults.cut and int(arg) >= faults.cut[0]:
                 faults.cut.pop(0)
                 cut(faults.proxies, result)
+            if word == "PROGRESS" and faults.host and int(arg) >= faults.host[0] and int(arg) > first:
+                faults.host.pop(0)
+                faults.kill_a_host(result)
             if word == "KILLED":
                 faults.slot.pop(0)
                 result.kills += 1

@@ -5,10 +5,13 @@ SIGKILL it (driver, JVM, Python workers) at points of its own and start it again
 conf. Every topology resumes from what outlives the process: the Redis stream and its consumer
 group, the SQLite state and ack files, the PostgreSQL state and Trident metadata.
 
-    python tests/support/chaos_job.py SEED WORK_DIR REDIS_URL SLOT_KILL_POINTS START TAG [VIA_REDIS VIA_DSN]
+    python tests/support/chaos_job.py SEED WORK_DIR REDIS_URL SLOT_KILL_POINTS START TAG \
+        [VIA_REDIS VIA_DSN [MASTER DRIVER_HOST WORKER_PYTHON SHARED]]
 
 VIA_REDIS and VIA_DSN are where the topologies connect when the harness cuts connections (its
-proxies); the oracles read Redis at REDIS_URL.
+proxies); the oracles read Redis at REDIS_URL. With MASTER the job runs on that Spark cluster (a
+namespace cluster whose hosts the harness kills), its executors on WORKER_PYTHON, with SHARED as
+the directory every host sees (WORK_DIR is in it).
 
 Prints "PROGRESS <work done>" lines, "KILLED <slot kills>" after each slot kill, and at the end
 "DONE <rollbacks>" (the recoveries this process's topologies went through).
@@ -21,6 +24,7 @@ import random
 import sys
 import time
 import zlib
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -29,17 +33,37 @@ from squall.engine.spark.session import get_or_create_session  # noqa: E402
 from tests.support.chaos import Chaos, Sizes, kill_a_slot  # noqa: E402
 
 
+def cluster_session(seed: int, master: str, driver_host: str, worker_python: str, shared: str) -> tuple[Any, dict]:
+    """A session on a namespace cluster (as tests/support/netns_job.py makes one), and the conf its
+    topologies need there: snapshots and SQLite files on the shared directory."""
+    os.environ["PYSPARK_PYTHON"] = worker_python
+    spark = get_or_create_session(master, app_name=f"squall-chaos-hosts-{seed}", extra_conf={
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": driver_host,
+        "spark.pyspark.python": worker_python,
+        "spark.executorEnv.PYSPARK_PYTHON": worker_python,
+        "spark.executorEnv.PYTHONPATH": "",  # nothing of the driver's checkout: squall and the harness ship
+        "spark.executor.memory": "768m",
+        "spark.task.maxFailures": "4",
+    })
+    return spark, {"squall.checkpoint.dir": os.path.join(shared, "checkpoints"), "squall.shared.paths": [shared]}
+
+
 def main(argv: list[str]) -> int:
     seed, work, redis_url, points, start, tag = int(argv[0]), argv[1], argv[2], argv[3], int(argv[4]), argv[5]
     slot_points = sorted(int(p) for p in points.split(",") if p)
     rng = random.Random(zlib.crc32(f"chaos-job/{seed}/{start}".encode()))  # which slots die: from the seed
-    spark = get_or_create_session("local[2,4]", app_name=f"squall-chaos-{seed}")
+    extra: dict = {}
+    if len(argv) > 8:
+        spark, extra = cluster_session(seed, *argv[8:12])
+    else:
+        spark = get_or_create_session("local[2,4]", app_name=f"squall-chaos-{seed}")
     chaos = Chaos(seed, redis_url, Sizes(), work, tag)
     if len(argv) > 6:
         chaos.via_redis, chaos.via_dsn = argv[6], argv[7] or None
     kills = 0
     with LocalCluster(engine="spark", spark=spark) as cluster:
-        chaos.submit(cluster)
+        chaos.submit(cluster, extra)
         done, last = False, -1
         while not done:
             work_done, done = chaos.progress(cluster)

@@ -16,11 +16,11 @@ from pathlib import Path
 # What a cluster host has installed (its "image"): squall's runtime dependencies without pyspark
 # (the Spark worker puts its own pyspark.zip on the Python workers' path), plus the drivers of
 # the connectors a topology uses on executors.
-PACKAGES = ["numpy>=1.26", "rich>=13", "pandas<3", "pyarrow>=15", "psycopg[binary]>=3.1", "pika>=1.3"]
+PACKAGES = ["numpy>=1.26", "rich>=13", "pandas<3", "pyarrow>=15", "psycopg[binary]>=3.1", "pika>=1.3", "redis>=5"]
 
 
 # The modules a worker must import: checked in the venv before it counts as built, and again on use.
-IMPORTS = "import numpy, rich, pandas, pyarrow, psycopg, pika"
+IMPORTS = "import numpy, rich, pandas, pyarrow, psycopg, pika, redis"
 
 
 def _clean_env() -> dict[str, str]:
