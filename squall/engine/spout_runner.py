@@ -194,6 +194,7 @@ class SpoutRunner:
             if len(roots):
                 self.pending.add(st.task_id, roots, msg_ids, now)
         elif msg_ids:  # no ackers: at-most-once, acked as soon as emitted (ack_batch once, or ack each)
+            f.acked += len(msg_ids)  # counted, as Storm's spout stats count them
             f.errors.extend(st.ack(msg_ids))
         for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
             self._fail(m, reason)

@@ -256,6 +256,7 @@ def test_zero_ackers_acks_right_after_emit_and_never_fails(cluster_kwargs):
         spout.feed(["x"], 1)
         cluster.wait_idle()
         assert tracker.is_acked(1) and not tracker.is_failed(1)
+        assert cluster.get_topology_stats("t")["src"]["acked"] == 1  # counted, as Storm counts it
         cluster.advance_time(100)
         assert not tracker.is_failed(1)
 
