@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -314,14 +315,27 @@ def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_u
                 if _watch(job, faults, result, t0, os.path.join(work, f"job{start}.err")):
                     break
             if faults.left:
-                result.problems.append(f"{faults.left} fault points were never reached")
+                result.problems.append(f"{faults.left} fault points were never reached (slot {faults.slot}, driver "
+                                       f"{faults.driver}, cut {faults.cut}, host {faults.host}; the last work done "
+                                       f"{faults.last})")
             chaos.check(None, result)
         finally:
             chaos.cleanup()
             for p in faults.proxies:
                 p.close()
+            if result.failed:
+                result.problems.append(f"the driver processes' logs: {keep_logs(work, seed)}")
     result.secs = time.monotonic() - t0
     return result
+
+
+def keep_logs(work: str, seed: int) -> str:
+    """A failed run's driver logs, copied out of its work directory (which goes); where they are."""
+    keep = tempfile.mkdtemp(prefix=f"squall-chaos-failed-{seed}-")
+    for name in os.listdir(work):
+        if name.endswith(".err"):
+            shutil.copy(os.path.join(work, name), keep)
+    return keep
 
 
 @dataclass
@@ -336,6 +350,7 @@ class _Faults:
     host: list[int] = field(default_factory=list)
     hosts: NetnsCluster | None = None
     rng: random.Random | None = None
+    last: int = 0  # the work done the newest progress line said
 
     @property
     def left(self) -> int:
@@ -373,6 +388,8 @@ def _watch(job: subprocess.Popen, faults: _Faults, result: RunResult, t0: float,
             word, _, arg = line.strip().partition(" ")
             if word == "PROGRESS" and first is None:
                 first = int(arg)
+            if word == "PROGRESS":
+                faults.last = int(arg)
             if word == "PROGRESS" and faults.cut and int(arg) >= faults.cut[0]:
                 faults.cut.pop(0)
                 cut(faults.proxies, result)

@@ -106,6 +106,9 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         self.pool.join(self)
         try:
             self._load(self._setup_blob(), self._participants_of(self.placement))
+        except SlotFailed as e:
+            self.pool.leave(self)
+            raise TopologyStopped(f"topology {self.name!r} could not start: slot(s) {e} died while loading it") from e
         except BaseException:
             self.pool.leave(self)
             raise

@@ -23,6 +23,10 @@ class TopologyStopped(RuntimeError):
     """The topology cannot go on: a slot could not load it, a task's slot died, and so on."""
 
 
+class SlotFailed(Exception):
+    """A slot of the topology died (or a peer lost its connection to it): roll back."""
+
+
 @dataclass
 class Placement:
     """Where every task of a topology runs."""
@@ -106,6 +110,8 @@ class Placing:
                 self._handle(*self.inbox.get(timeout=max(0.01, deadline - time.monotonic())))
             except queue.Empty:
                 break
+            if self._dead & set(new):  # it died loading (a host lost during a rollback): place again
+                raise SlotFailed(sorted(self._dead))
         if self._crash is not None or not set(new) <= self._loaded:
             why = self._crash or (f"only {len(set(new) & self._loaded)} of {len(new)} slots loaded it within "
                                   f"{LOAD_SECS:.0f} s")

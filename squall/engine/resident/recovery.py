@@ -16,7 +16,7 @@ import numpy as np
 
 from squall.api.config import Config
 from squall.engine.resident.messages import DRIVER, Rollback
-from squall.engine.resident.placement import TopologyStopped
+from squall.engine.resident.placement import SlotFailed, TopologyStopped
 from squall.engine.resident.snapshots import SnapshotStore
 from squall.engine.spout_runner import Pulled, take_kept
 from squall.engine.wave import Captured, merge_captured
@@ -42,10 +42,6 @@ class Logged:
     roots: np.ndarray | None = None  # only these roots of it (a part of a lost wave)
     attempts: int = 0  # slots that died while it ran
     done: bool = False  # it ran whole since the last rollback
-
-
-class SlotFailed(Exception):
-    """A slot of the topology died (or a peer lost its connection to it): roll back."""
 
 
 class WaveRecovery:
