@@ -269,7 +269,7 @@ class BasicBoltExecutor:
     def execute_all(self, tuples: Sequence[Tuple], on_error: Callable[[Tuple, Exception], None],
                     first_row: int = 0) -> None:
         """`execute` for each tuple (rows first_row, first_row + 1, ...) in one loop: a BasicBolt's
-        hot path, a call and an `ack` call less per tuple (250,000 words counted 139 -> 124 ms).
+        hot path, a call and an `ack` call less per tuple.
         An exception other than FailedException goes to on_error(tuple, exception)."""
         coll, bc, execute = self._collector, self._bc, self.basic.execute
         acks = coll._acks
@@ -299,8 +299,7 @@ class BasicBoltExecutor:
         so a Tuple nobody else holds then (no reference beyond the loop's: not kept by the bolt,
         not emitted on the general path, not failed) is the next row's too, its row recorded as
         acked (`Recorded.ack_rows`). One held is left to its holder, acked, and a new one made.
-        No tuples_of pass, no object per row, no acks list: word count's tasks took 661 -> 597 ms
-        a 25,000-sentence wave."""
+        No tuples_of pass, no object per row, no acks list."""
         coll, bc, execute = self._collector, self._bc, self.basic.execute
         coll.begin_batch(batch, RowTuples(batch, bc))
         ack_rows = coll._ack_rows

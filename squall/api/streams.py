@@ -15,8 +15,8 @@ class UndeclaredStreamError(ValueError):
 
 class TaskIds(list):
     """The task ids an emit went to, as Storm's `emit` returns them: a list, read-only so that
-    every emit to the same task returns the same one (a list made per emit was ~4% of word
-    count's bolt time). `list(ids)` is a copy to change."""
+    every emit to the same task returns the same one (a list made per emit would be a visible
+    share of a bolt's time). `list(ids)` is a copy to change."""
 
     __slots__ = ()
 

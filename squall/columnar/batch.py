@@ -186,7 +186,7 @@ def concat(parts: Sequence[ColumnBatch]) -> ColumnBatch:
 
 def _concat_offsets(parts: Sequence[ColumnBatch]) -> np.ndarray:
     """The parts' anchor offsets as one array: each part's shifted by the entries before it, an
-    untracked part's rows owning none (one pass per part: 900,000 rows 2.8 -> 1.0 ms)."""
+    untracked part's rows owning none (one pass per part)."""
     if all(p.anc_off is not None and is_one_each(p.anc_off) for p in parts):
         return one_each(sum(map(len, parts)))
     offs, shift = [], 0

@@ -55,8 +55,8 @@ class ColumnRoute:
 
 
 def by_target(pos: np.ndarray, tasks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by target (stable), O(rows): one pass per target when there are few (3x
-    faster than a sort for two), else a radix sort over small task positions."""
+    """Rows grouped by target (stable), O(rows): one pass per target when there are few (faster
+    than a sort), else a radix sort over small task positions."""
     if len(tasks) <= 8:
         order = np.concatenate([np.flatnonzero(pos == k) for k in range(len(tasks))])
         return order, tasks[pos[order]]

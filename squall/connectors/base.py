@@ -1,5 +1,5 @@
-"""The names the broker connectors share, importable from one place (as they were before the
-shared code was split by job): payload schemes (`schemes`), failure records and dead-letter
+"""The names the broker connectors share, importable from one place (the code itself is split
+by job): payload schemes (`schemes`), failure records and dead-letter
 metadata (`dead_letters`), connection settings and secrets (`settings`), the retry backoff
 (`backoff`), the queue spout (`spout`) and its I/O-thread model (`io_thread`).
 

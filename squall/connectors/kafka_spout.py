@@ -53,11 +53,11 @@ POLL_MAX = 20000  # records per consume call, at most (a whole reply makes one w
 BUSY_WAIT_SECS = 0.005  # consume timeout while trees are in flight or actions wait
 IDLE_WAIT_SECS = 0.05
 # Max spout pending reached: stop consuming, but pause the partitions only after this long. A
-# pause drops what the client has prefetched, and fetching it again after every wave cost ~0.3 s;
-# a consumer that does not consume hears of no rebalance, so not for long.
+# pause drops what the client has prefetched, and fetching it again after every wave would stall
+# the spout; a consumer that does not consume hears of no rebalance, so not for long.
 PAUSE_AFTER_SECS = 2.0
 # librdkafka (>= 2.4) waits this long before fetching again once its queue held queued.min.messages;
-# its default, 1 s, left the spout with nothing to emit for ~0.3 s every 100,000 records.
+# its default, 1 s, leaves the spout with nothing to emit for a while every so many records.
 FETCH_QUEUE_BACKOFF_MS = 10
 
 

@@ -68,7 +68,7 @@ class KafkaBatchReader:
 
     def partitions(self) -> list[int]:
         """The topic's partitions, asked of the broker at most every PARTITIONS_REFRESH_SECS: a
-        metadata request can take as long as reading a whole batch (~0.4 s on Tansu)."""
+        metadata request can take as long as reading a whole batch."""
         now = time.monotonic()
         if self._partitions is not None and now - self._partitions[0] < PARTITIONS_REFRESH_SECS:
             return self._partitions[1]

@@ -257,9 +257,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     def _release_held(self) -> None:
         """What a deactivated spout holds: its own again once it is active, else given back (a
-        nak) once none of its pull requests is open. Given back while one was, the server handed
-        the message straight back to it, and each round used one of its deliveries: a message
-        published while the spout was off was dead-lettered as lost within milliseconds."""
+        nak) once none of its pull requests is open. Given back while one is, the server would hand
+        the message straight back to it, and each round would use one of its deliveries: a message
+        published while the spout was off would be dead-lettered as lost at once."""
         held, self._held = self._held, []
         if self._active:
             self._incoming.extend(held)

@@ -11,10 +11,9 @@ expiry corrects any drift (a status lost in a reconnect, say).
 from __future__ import annotations
 
 # Pull requests a spout keeps outstanding, and each one's default batch: 4 x 4,096 messages keep
-# the server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark.
-# In bench/brokers.py's column rounds of 60,000 (alternating processes, medians of 7 rounds):
-# 2 x 1,024 113K-114K msgs/s, 4 x 4,096 124K-126K, 8 x 4,096 125K-133K, 16 x 4,096 119K-121K.
-# The spout's room (max spout pending) still caps what the requests ask for.
+# the server busy while the spout's I/O thread shares the host (and the driver's GIL) with Spark;
+# fewer or smaller requests leave it idle, more gain nothing (bench/brokers.py). The spout's room
+# (max spout pending) still caps what the requests ask for.
 MAX_PULLS = 4
 PULL_BATCH = 4096
 PULL_GRACE_SECS = 1.0  # a pull request is forgotten this long after it expired, if no status came
@@ -65,7 +64,7 @@ V2_MIN_TOKENS = 11  # $JS.ACK.<domain>.<account hash>.<stream>...<pending>[.<tok
 def delivery_ids(reply: str) -> tuple[int, int]:
     """(stream sequence, delivery number) of a JetStream message, from its ack subject: what
     nats-py's `Msg.metadata` gives, without building its dataclasses and datetime per message
-    (that was a fifth of the spout's I/O thread). Both subject layouts: v1, and v2 with domain
+    (a large share of the spout's I/O thread). Both subject layouts: v1, and v2 with domain
     and account hash (and an optional last token); names hold no dots, so the numbers are found
     by counting dots from the end."""
     dots = reply.count(".")

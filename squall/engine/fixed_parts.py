@@ -36,7 +36,7 @@ class Watch:
     """Fixed attributes held by this process, and what each pickled to when it got them, so a
     change in place is caught (the same objects in the same process pickle the same). A check
     pickles them again, so for every CHECK_BYTES they pickle to it comes `every` waves later:
-    its cost per wave stays that of pickling 1 MB every `every` waves (~1 ms a wave at 25)."""
+    its cost per wave stays that of pickling 1 MB every `every` waves, whatever their size."""
 
     __slots__ = ("objects", "digests", "checked", "size")
 

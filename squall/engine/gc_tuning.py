@@ -1,13 +1,12 @@
 """Python's cyclic GC, tuned for waves: a wave allocates many short-lived containers (tuples,
 value lists), and the default threshold (700) makes the collector run thousands of times a
-wave over the same young objects. Measured on word count: 1.7x the throughput.
+wave over the same young objects.
 
 Inside a task's run (a batch of inputs, or a spout's pulls for a wave) the collector is paused
 altogether: what a run allocates is either handed on (outputs, held tuples) or dropped by
 reference counting when the run ends; cycles it made wait for the next collection, which the
 allocation thresholds trigger as usual once the run is over (that first collection then scans
-what the run left alive). Measured on word count's split and count tasks (CPU time, no Spark):
-225 -> 213 ms per 10,000 sentences."""
+what the run left alive)."""
 
 from __future__ import annotations
 
@@ -34,9 +33,9 @@ def tune_gc(conf: dict | None = None) -> None:
 
 def freeze_after_first_task() -> None:
     """Once per process, after its first task: collect, then freeze again. That task imported
-    most of what the process will use (pyarrow.compute and the like: ~29,000 functions, dicts and
-    descriptors on the columnar word count), and PySpark's daemon runs a full `gc.collect()`
-    after every task, which scanned all of them each time (7-16 ms, twice a wave per worker).
+    most of what the process will use (pyarrow.compute and the like: tens of thousands of
+    functions, dicts and descriptors), and PySpark's daemon runs a full `gc.collect()` after
+    every task, which would scan all of them each time.
     Only when `tune_gc` tuned this process."""
     global _refrozen
     if not _tuned or _refrozen:

@@ -1,16 +1,13 @@
 """glibc's malloc, tuned for waves: a wave allocates and frees arrays of megabytes (a batch's
-roots, edge values, hashes and row indices: 8 MB for a million rows), and with glibc's defaults
-most of them came back from the kernel as fresh pages every wave.
+roots, edge values, hashes and row indices), and with glibc's defaults most of them come back
+from the kernel as fresh pages every wave.
 
 glibc serves a block above its mmap threshold with a new mapping and unmaps it on free. It
 raises that threshold to the size of a freed block (up to 32 MB), but it also gives the top of
 the heap back to the kernel once more than twice that is free, and a wave's end frees more at
-once. Each wave then faults its memory in again, page by page, zeroed by the kernel. Measured on the
-columnar word count (local engine, 106,496 sentences a wave): 10,000 page faults and 18 ms of
-system time a wave acked, against 200 and 0.6 ms with the thresholds below. On Spark, the two
-Python workers of one run without ackers took 50,000 faults a second each (an eighth of their
-time in the kernel), those of the acked run 1,400 and 5,400: it depends on how glibc's own
-thresholds happened to move, so the same code ran at different speeds from run to run.
+once. Each wave then faults its memory in again, page by page, zeroed by the kernel, and how
+often depends on how glibc's own thresholds happen to move, so the same code would run at
+different speeds from run to run.
 
 So every squall process (the driver and each Spark Python worker) fixes the thresholds once: a
 block below 32 MB comes from the heap, and up to 128 MB of free heap is kept for the next wave

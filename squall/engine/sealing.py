@@ -2,8 +2,8 @@
 so a value that cannot cross fails only the tuple that carries it, on every engine alike.
 
 A bolt may emit anything Python holds; Spark must pickle it to move it to another task. A
-value that does not pickle (a generator, a lock, an open file) used to kill the whole wave's
-job. Now the batch is pickled once; only if that fails is it checked row by row: the culprit
+value that does not pickle (a generator, a lock, an open file) would kill the whole wave's
+job. So the batch is pickled once; only if that fails is it checked row by row: the culprit
 rows are dropped, their trees fail (reason "error") and an error record names the component,
 task, stream, field and type. The local engine gives the same verdict: a batch whose values
 are all of plain types is known to pickle, any other is checked the same way.
@@ -28,9 +28,9 @@ PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})  # always pi
 
 def dumps(obj: Any) -> bytes:
     """A batch as bytes, pickled without the memo: a batch is many small rows, mostly of
-    objects met once, and the memo's bookkeeping was most of the time (100,000 one-word rows:
-    18 -> 5 ms). An object that two rows share is written twice, as Storm serializes each tuple
-    on its own. A cycle cannot be written that way; then the batch is pickled with the memo."""
+    objects met once, and the memo's bookkeeping would be most of the time. An object that two
+    rows share is written twice, as Storm serializes each tuple on its own. A cycle cannot be
+    written that way; then the batch is pickled with the memo."""
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
     try:

@@ -176,7 +176,7 @@ class SpoutRunner:
         allowed = self.budget(budget)
         # No collection while the pulls' emits are made and turned into batches: what `end` drops
         # (each emit's record) is freed before the collector runs again, instead of being scanned
-        # by the first collection after the pulls (8% of the driver's busy time on word count)
+        # by the first collection after the pulls
         with gc_paused(self.gc_tune):
             if allowed > 0:
                 _pull(st, res, allowed, time.perf_counter() + self.wave_secs)
@@ -293,7 +293,7 @@ def _pull(st: SpoutTask, res: Any, budget: int, deadline: float) -> None:
     next_tuple = st.spout.next_tuple
     coll = st.collector
     count = coll.recorded_count
-    while count < budget:  # the count read once a call: it was 3 reads, ~1 us a tuple
+    while count < budget:  # the count read once a call, not once per check
         try:
             next_tuple()
         except Exception as e:  # noqa: BLE001 - a spout error is reported, the topology goes on

@@ -2,7 +2,7 @@
 
 A wave costs about `a + b * n` seconds for `n` spout tuples: `a` is what every wave pays
 whatever its size (on Spark: scheduling a job and its stages, starting Python tasks, moving the
-bolt state; ~0.25 s on a 2-core machine), `b` what each spout tuple and its tuple tree cost. Small
+bolt state), `b` what each spout tuple and its tuple tree cost. Small
 waves give low latency and waste cores on `a`; big waves amortize `a` and hold tuples longer.
 
 The sizer fits `a` and `b` to the waves it has seen and, when the spouts can fill a wave (heavy
@@ -11,25 +11,23 @@ longer than the target time (a quarter of the message timeout at most). Under a 
 takes only what the spouts have, so this budget does not matter and latency stays low.
 Observations are kept per size band (half an octave), each a moving average, so the fit keeps
 the spread of sizes it needs while the budget settles. `a` found by extrapolating from big waves
-alone is too noisy (5% noise in wave times moved the budget 50%), so under a steady heavy load
+alone is too noisy (a little noise in wave times moves the budget a lot), so under a steady heavy load
 every PROBE_EVERY-th wave is a small probe (1/PROBE_FRACTION of the budget) that pins it; at the
 floor (a budget near MIN_TUPLES) the probe is PROBE_FRACTION times bigger instead. Without that a
-fit that once found `a` ~ 0 kept every wave at MIN_TUPLES for good: on the local engine, whose
-fixed cost is ~1 ms, word count ran at 143K words/s where 256-sentence waves give 230K.
+fit that once found `a` ~ 0 would keep every wave at MIN_TUPLES for good, well below what bigger
+waves give even where the fixed cost is small (the local engine).
 With `group` waves in flight, waves end unevenly (one waits for its job, the next finds its job
-done: ~1 s, then ~0.25 s on word count), so the sizer learns from the mean of `group` consecutive
-waves of one kind, and a probe is `group` consecutive small waves: averaged with full waves, as
-before, a probe of 2,500 sentences next to one of 20,000 was seen as two waves of 11,250, the fit
-lost its small sizes and the no-acker word count picked anything from 7,900 to 180,000 sentences.
-The share is a tenth, not a fifth: with the probes seen right, a fifth settled word count on
-Spark at 16K-37K sentences a wave, and its throughput still grows past 100K (680K bolt-tuples/s
-at 10K-14K, 0.92M-1.08M at 94K-157K); a light load's waves are not full, so their latency is not
-what this share decides.
+done), so the sizer learns from the mean of `group` consecutive waves of one kind, and a probe is
+`group` consecutive small waves: a probe averaged with a full wave would look like two middling
+waves, and the fit would lose its small sizes.
+The share is a tenth, not a fifth: a fifth settles word count on Spark at waves well below those
+it runs fastest at (its throughput still grows with much bigger waves); a light load's waves
+are not full, so their latency is not what this share decides.
 An executor may set a floor on a full wave's time (`min_wave_secs`: the fitted b is reliable
 where a small a is not, so the floor sizes by b alone): the Spark engine's small waves cost more
 than their a says (squall.engine.resident.driver).
-The first waves (Python workers starting, first imports: one took 3.5 s on Spark where later ones
-of the same size took 0.8 s) are not observed, and a band not seen for STALE_WAVES waves is
+The first waves (Python workers starting, first imports: several times slower than later ones
+of the same size) are not observed, and a band not seen for STALE_WAVES waves is
 left out of the fit, so one slow moment does not size waves for long.
 """
 

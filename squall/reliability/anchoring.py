@@ -197,7 +197,7 @@ def combine(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if (roots[1:] > roots[:-1]).all():  # already one message per root, in order (roots are consecutive)
         return roots, vals
     # messages of a root sit together (a sentence's words): fold those runs first, in one pass,
-    # and sort only what is left (1M messages in runs of 8: 35 -> 9 ms)
+    # and sort only what is left
     roots, vals = fold_runs(roots, vals)
     if len(roots) < 2 or (roots[1:] > roots[:-1]).all():
         return roots, vals

@@ -52,8 +52,8 @@ def row_ordinals(anchor_row: np.ndarray, base: np.ndarray | None = None) -> np.n
 
 
 def _run_ranks(new: np.ndarray) -> np.ndarray:
-    """Each element's position within its run, runs starting where `new` is True (new[0] is):
-    900,000 rows in runs of 8, 7.5 -> 3.9 ms against repeating the run starts."""
+    """Each element's position within its run, runs starting where `new` is True (new[0] is),
+    without repeating the run starts."""
     m = len(new)
     pos = np.arange(m)
     start = np.where(new, pos, 0)

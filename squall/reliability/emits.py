@@ -76,7 +76,7 @@ def emit_ordinals(rows: np.ndarray) -> np.ndarray:
 def index_emits(batch: Any, emits: list[tuple]) -> EmitIndex:
     """Index a bolt batch's emits, (stream out, values, anchors, targets, input row) each."""
     ne = len(emits)
-    # one C-level map per column: a third of zip(*emits)'s time on 80,000 emits
+    # one C-level map per column: cheaper than zip(*emits)
     streams, values, ancs, targets = (list(map(g, emits)) for g in _COLUMNS)
     rows_a = np.fromiter(map(_row, emits), _I64, ne)
     ords = emit_ordinals(rows_a)

@@ -34,8 +34,8 @@ with np.errstate(over="ignore"):
 
 def _mix_in_place(x: np.ndarray) -> np.ndarray:
     """mix64 of a uint64 array this module made, in place (no copy of it first). Long arrays
-    are mixed a chunk at a time: each step is a pass over memory, and over 900,000 ids the
-    five steps took 5.3 ms in one go, 2.0 ms in chunks."""
+    are mixed a chunk at a time: each step is a pass over memory, and a chunk's passes stay in
+    the core's cache."""
     for s in range(0, len(x), _CHUNK):
         _mix_chunk(x[s:s + _CHUNK])
     return x
@@ -78,7 +78,7 @@ def row_keys(first_root: np.ndarray, first_val: np.ndarray) -> np.ndarray:
 
 def edge_ids(anchor_key: np.ndarray, exec_key: np.ndarray, ordinal: np.ndarray, target: np.ndarray) -> np.ndarray:
     """One edge id per (anchor, executing input, emit ordinal within that execute, target task).
-    Each step writes into the one array it made (1M edges: 12.9 -> 5.6 ms)."""
+    Each step writes into the one array it made (no temporary array per step)."""
     with np.errstate(over="ignore"):
         inner = _u64(ordinal) * _GOLD
         inner += _u64(exec_key)

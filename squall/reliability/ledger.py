@@ -158,8 +158,8 @@ class _Window:
 
     def _distinct(self, slots: np.ndarray) -> np.ndarray:
         """Sorted distinct window slots. A root's messages repeat its slot (a word's ack each:
-        ~10 per root on a columnar word count, 1M a wave), and sorting them cost 56 ms a wave;
-        marking them in a mask over the window is one pass."""
+        many per root, and many roots a wave), so sorting them all is costly; marking them in a
+        mask over the window is one pass."""
         if len(slots) * 4 < self._n:  # few: sorting them beats a pass over the whole window
             return _unique(slots)
         mark = np.zeros(self._n, bool)

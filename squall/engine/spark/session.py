@@ -24,10 +24,9 @@ from squall.engine.spark.logs import (
 log = logging.getLogger("squall")
 
 DEFAULT_MASTER = "local[*,4]"  # all cores; up to 4 attempts per task, so a dead Python worker is retried
-# On one host the JVM only schedules and moves bytes, and its optimizing JIT (C2) kept compiling
-# for more than a minute, taking CPU from the Python workers: with C1 alone the Kafka column
-# bench ran 452K-477K records/s against 364K-411K (8 rounds after 15 s, two runs each), its
-# first round 266K-319K against 252K-263K. SQUALL_SPARK_JAVA_OPTIONS replaces it ("" for none).
+# On one host the JVM only schedules and moves bytes, and its optimizing JIT (C2) keeps compiling
+# for more than a minute, taking CPU from the Python workers; C1 alone leaves them the cores.
+# SQUALL_SPARK_JAVA_OPTIONS replaces it ("" for none).
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
@@ -69,14 +68,10 @@ def _settings(master: str | None, app_name: str, ui: bool, extra_conf: dict[str,
         "spark.locality.wait": "0",
         "spark.python.worker.reuse": "true",
         # Executors talk to their Python workers over Unix sockets, not loopback TCP: TCP's
-        # delayed ACKs held each task's small command and input frames ~40 ms (a 2-stage empty
-        # job: 205 -> 106 ms here).
+        # delayed ACKs would hold each task's small command and input frames.
         "spark.python.unix.domain.socket.enabled": "true",
         # A level's shuffle written by Spark's sort writer (one file a task), not its bypass writer
-        # (a file per reduce partition, then joined): word count at 25,000-sentence acked waves ran
-        # 1.29M bolt-tuples/s against 1.22M (means of four alternating processes each, the JVM's CPU a
-        # wave 51.8 against 57.4 ms), after 1.73M against 1.67M in six the session before: faster
-        # in eight pairs of ten.
+        # (a file per reduce partition, then joined): less of the JVM's CPU a wave.
         "spark.shuffle.sort.bypassMergeThreshold": "0",
         "spark.driver.memory": os.environ.get("SQUALL_SPARK_DRIVER_MEMORY", "2g"),
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
@@ -138,8 +133,8 @@ def ui_url(sc: Any) -> str | None:
 
 
 def temp_checkpoint_dir() -> str:
-    """A temp dir for Spark's checkpoints on one host, removed when this process exits (each
-    run left ~10 MB of checkpointed task state in /tmp before)."""
+    """A temp dir for Spark's checkpoints on one host, removed when this process exits, so no
+    run leaves its checkpointed task state in /tmp."""
     path = tempfile.mkdtemp(prefix="squall-checkpoints-")
     atexit.register(shutil.rmtree, path, True)
     return path
