@@ -294,8 +294,8 @@ class RabbitMQSpout(IOThreadBrokerSpout):
         """Publish a copy of `m` (confirmed), then ack the original; False if the copy was refused."""
         props = copy.copy(m.handle[2])
         props.headers = headers
-        if not props.delivery_mode:
-            props.delivery_mode = pika.DeliveryMode.Persistent
+        if not props.delivery_mode:  # a number: pika converts its enum only in the constructor
+            props.delivery_mode = pika.DeliveryMode.Persistent.value
         tag = m.handle[1]
         try:
             self._pub.basic_publish("", routing_key, m.body, props, mandatory=True)

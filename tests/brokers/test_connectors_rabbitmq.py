@@ -164,3 +164,43 @@ def test_acks_go_out_as_few_multiple_acks_and_none_before_its_tree(monkeypatch):
         assert admin.ready(source) == 0
     finally:
         admin.close()
+
+
+def test_a_message_published_without_delivery_mode_is_retried_and_dead_lettered():
+    """Its copy to the retry queue and then to the dead letters is made persistent: a copy whose
+    properties could not be encoded looped the spout's connection and the message went nowhere."""
+    import time
+
+    from squall import BasicBolt, Config, FailedException, LocalCluster, TopologyBuilder
+
+    url = need_rabbitmq()
+    queue = unique("rmqtransient")
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True)
+    ch.basic_publish("", queue, b"transient", pika.BasicProperties())  # no delivery_mode
+
+    class Refuse(BasicBolt):
+        def declare_output_fields(self, declarer):
+            pass
+
+        def execute(self, t, collector):
+            raise FailedException("refused")
+
+    b = TopologyBuilder()
+    b.set_spout("in", RabbitMQSpout(queue, url, max_retries=1, retry_delay_secs=0.1))
+    b.set_bolt("refuse", Refuse()).shuffle_grouping("in")
+    try:
+        with LocalCluster(engine="local") as cluster:
+            cluster.submit_topology("transient", Config(), b.create_topology())
+            for _ in range(400):  # until it is dead-lettered (a bounded wait)
+                if ch.queue_declare(f"{queue}.dlq", passive=True).method.message_count == 1:
+                    break
+                time.sleep(0.05)
+        assert ch.queue_declare(f"{queue}.dlq", passive=True).method.message_count == 1
+        method, props, body = ch.basic_get(f"{queue}.dlq", auto_ack=True)
+        assert body == b"transient" and int(props.headers["squall-attempts"]) == 2
+    finally:
+        for q in (queue, f"{queue}.retry", f"{queue}.dlq"):
+            ch.queue_delete(q)
+        conn.close()
