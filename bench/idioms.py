@@ -6,7 +6,9 @@ The split is written as:
   - `list_anchor`: a `Bolt`, `emit([w], anchors=[t])` then `ack(t)` (Storm's documentation,
     streamparse);
   - `tuple_anchor`: a `Bolt`, `emit([w], anchors=t)` then `ack(t)`;
-  - `basic`: a `BasicBolt` (anchoring and the ack done for it).
+  - `named_stream`: as `tuple_anchor`, on a declared stream of its own (`stream="words"`);
+  - `basic`: a `BasicBolt` (anchoring and the ack done for it);
+  - `no_ackers`: `basic` with 0 ackers, timed until the count has executed every word.
 `bolt_tuples_per_sec` counts split and count executes; `over_basic` is each form against the
 BasicBolt's rate.
 
@@ -66,6 +68,16 @@ class TupleAnchor(ListAnchor):
         self.collector.ack(t)
 
 
+class NamedStream(ListAnchor):
+    def declare_output_fields(self, d: Any) -> None:
+        d.declare(["word"], stream="words")
+
+    def execute(self, t: Any) -> None:
+        for w in t[0].split():
+            self.collector.emit([w], anchors=t, stream="words")
+        self.collector.ack(t)
+
+
 class Basic(BasicBolt):
     def declare_output_fields(self, d: Any) -> None:
         d.declare(["word"])
@@ -87,15 +99,19 @@ class Count(BasicBolt):
         collector.emit([t[0], c])
 
 
-FORMS = {"list_anchor": ListAnchor, "tuple_anchor": TupleAnchor, "basic": Basic}
+FORMS = {"list_anchor": ListAnchor, "tuple_anchor": TupleAnchor, "named_stream": NamedStream, "basic": Basic,
+         "no_ackers": Basic}
 
 
 def run(form: str, engine: str, spark: Any, n: int) -> dict[str, Any]:
     b = TopologyBuilder()
     b.set_spout("sentences", Sentences(n))
     b.set_bolt("split", FORMS[form](), parallelism=2).shuffle_grouping("sentences")
-    b.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    b.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"],
+                                                                stream="words" if form == "named_stream" else "default")
     conf = Config({Config.TOPOLOGY_MAX_SPOUT_PENDING: 50_000})
+    if form == "no_ackers":
+        conf[Config.TOPOLOGY_ACKER_EXECUTORS] = 0  # wait_idle: until the count executed every word
     with LocalCluster(engine=engine, spark=spark) as cluster:
         t0 = time.perf_counter()
         cluster.submit_topology(form, conf, b.create_topology())
@@ -104,7 +120,8 @@ def run(form: str, engine: str, spark: Any, n: int) -> dict[str, Any]:
         st = cluster.get_topology_stats(form)
     executed = st["split"]["executed"] + st["count"]["executed"]
     out = {"bolt_tuples_per_sec": round(executed / secs), "secs": round(secs, 2),
-           "acked": st["sentences"]["acked"], "failed": st["sentences"]["failed"]}
+           "acked": st["sentences"]["acked"], "failed": st["sentences"]["failed"],
+           "words_counted": st["count"]["executed"]}
     print(f"idioms: {form}: {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
 
@@ -124,7 +141,9 @@ def main() -> int:
     basic = forms["basic"]["bolt_tuples_per_sec"]
     for f in forms.values():
         f["over_basic"] = round(f["bolt_tuples_per_sec"] / basic, 3)
-    ok = all(f["acked"] == args.sentences and f["failed"] == 0 for f in forms.values())
+    words = sum(6 + i % 5 for i in range(args.sentences))
+    ok = all(f["acked"] == args.sentences and f["failed"] == 0 and f["words_counted"] == words
+             for f in forms.values())
     print(json.dumps({"bench": "idioms", "engine": args.engine, "sentences": args.sentences, "forms": forms,
                       "all_acked": ok}))
     return 0 if ok else 1
