@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_services import need_nats, need_rabbitmq, need_redis, need_service
+from tests.support.broker_services import need_nats, need_postgres, need_rabbitmq, need_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -62,17 +62,6 @@ def _rel(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
-def _need_postgres() -> None:
-    from squall.trident.state.postgres import default_dsn
-
-    def probe() -> None:
-        import psycopg
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
-    need_service("PostgreSQL", default_dsn(), probe)
-
-
 RUNNABLE = [p for p in PAGES if any(b.not_run is None for b in blocks(p))]
 
 
@@ -83,7 +72,7 @@ def test_every_example_of_the_page_runs(page, request, tmp_path, monkeypatch):
     unknown = needs - {"rabbitmq", "redis", "nats", "postgres", "kafka", "spark"}
     assert not unknown, f"{_rel(page)}: unknown needs {unknown}"
     for need, check in (("rabbitmq", need_rabbitmq), ("redis", need_redis), ("nats", need_nats),
-                        ("postgres", _need_postgres)):
+                        ("postgres", need_postgres)):
         if need in needs:
             check()
     if "spark" in needs:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall.trident.state.postgres import default_dsn
-from tests.support.broker_services import need_redis, need_service
+from tests.support.broker_services import need_postgres, need_redis
 from tests.support.chaos import run_once, run_with_driver_kills
 
 pytestmark = pytest.mark.spark
@@ -21,15 +20,6 @@ pytestmark = pytest.mark.spark
 SEEDS = (101, 102)
 KILLS = 10
 CUTS = {101: 0, 102: 2}
-
-
-def need_postgres() -> None:
-    def probe() -> None:
-        import psycopg  # noqa: PLC0415 - squall[connectors]
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
-    need_service("PostgreSQL", default_dsn(), probe)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

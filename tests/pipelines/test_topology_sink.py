@@ -176,15 +176,9 @@ def test_the_readme_pipeline_example_runs(spark_session):
     poison order dead-lettered while the query runs on."""
     import importlib.util  # noqa: PLC0415
 
-    from squall.trident.state.postgres import default_dsn  # noqa: PLC0415
-    from tests.support.broker_services import need_service  # noqa: PLC0415
+    from tests.support.broker_services import need_postgres  # noqa: PLC0415
 
-    def probe() -> None:
-        import psycopg  # noqa: PLC0415
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
-    need_service("PostgreSQL", default_dsn(), probe)
+    dsn = need_postgres()
     path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "spark_pipeline.py")
     spec = importlib.util.spec_from_file_location("spark_pipeline_example", path)
     example = importlib.util.module_from_spec(spec)
@@ -195,7 +189,7 @@ def test_the_readme_pipeline_example_runs(spark_session):
     try:
         got = example.main(table=table)
     finally:
-        with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
     assert got["written"] == 299
     assert [(d["values"]["order_id"], d["error"]) for d in got["dead"]] == \

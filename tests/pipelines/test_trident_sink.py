@@ -18,22 +18,12 @@ import pytest
 
 from squall.spark import SparkBatchSpout, TridentSink
 from squall.trident import BaseFunction, Count, MemoryMapState, PostgresMapState, TridentTopology
-from squall.trident.state.postgres import default_dsn
-from tests.support.broker_services import need_service
+from tests.support.broker_services import need_postgres
 from tests.support.trident_helpers import Split, write_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests" / "support" / "trident_sink_job.py"
 HANG_GUARD_SECS = 300  # a step that never comes fails the test instead of hanging it
-
-
-def need_postgres() -> None:
-    def probe() -> None:
-        import psycopg  # noqa: PLC0415 - squall[connectors]
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
-    need_service("PostgreSQL", default_dsn(), probe)
 
 
 def stored_counts(table: str, words: list[str]) -> dict:

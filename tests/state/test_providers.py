@@ -13,21 +13,10 @@ from squall import Config, LocalCluster
 from squall.state.config import make_provider
 from squall.state.kv import KeyValueState
 from squall.state.providers import SqliteProvider
-from squall.trident.state.postgres import default_dsn
-from tests.support.broker_services import REDIS_URL, need_redis, need_service
+from tests.support.broker_services import REDIS_URL, need_postgres, need_redis
 from tests.support.state_topology import PlainCount, build, true_counts
 
 PROVIDERS = ["sqlite", "memory", "postgres", "redis"]
-
-
-def need_postgres() -> str:
-    def probe() -> None:
-        import psycopg  # noqa: PLC0415
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
-    need_service("PostgreSQL", "127.0.0.1:5432", probe)
-    return default_dsn()
 
 
 def provider_conf(kind: str, tmp_path) -> dict:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from squall.connectors.settings import redact_url
+from squall.trident.state.postgres import default_dsn
 
 ROOT = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").strip().lower() == "true"
@@ -57,6 +58,17 @@ def need_rabbitmq() -> str:
 
     need_service("RabbitMQ", redact_url(RABBITMQ_URL), probe)
     return RABBITMQ_URL
+
+
+def need_postgres() -> str:
+    """PostgreSQL at squall's default DSN (the PG* variables); the DSN."""
+    def probe() -> None:
+        import psycopg
+
+        psycopg.connect(default_dsn(), connect_timeout=3).close()
+
+    need_service("PostgreSQL", default_dsn(), probe)
+    return default_dsn()
 
 
 def need_redis() -> str:

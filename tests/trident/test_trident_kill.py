@@ -29,8 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.trident.state.postgres import default_dsn
-from tests.support.broker_services import need_service
+from tests.support.broker_services import need_postgres
 from tests.support.trident_helpers import write_corpus
 from tests.support.trident_kill_job import factory
 
@@ -119,13 +118,8 @@ def check_kills_and_replays(report: KillReport) -> None:
 
 
 def need_backend(backend: str) -> None:
-    def probe() -> None:
-        import psycopg  # noqa: PLC0415 - an optional dependency (squall[connectors])
-
-        psycopg.connect(default_dsn(), connect_timeout=3).close()
-
     if backend == "postgres":
-        need_service("PostgreSQL", default_dsn(), probe)
+        need_postgres()
 
 
 def kill_and_read_counts(tmp_path: Path, backend: str, kind: str, spout: str) -> tuple[Counter, dict, KillReport]:
