@@ -41,6 +41,9 @@ class Config(dict):
     # Waves between snapshots at most (they come sooner when the work since the last one outweighs
     # twenty times what one costs, or while acks wait for one)
     SQUALL_SNAPSHOT_WAVES = "squall.snapshot.waves"
+    # How long a spout made again by a recovery (its slot died) keeps trying to open, with backoff,
+    # before its topology stops: the broker it connects to may be briefly unreachable or slow.
+    SQUALL_SPOUT_OPEN_RETRY_SECS = "squall.spout.open.retry.secs"
 
     DEFAULTS: dict[str, Any] = {
         TOPOLOGY_ACKER_EXECUTORS: 1,
@@ -80,6 +83,7 @@ class Config(dict):
         SQUALL_SPARK_LOG_LEVEL: None,
         SQUALL_SPARK_SLOTS: None,
         SQUALL_SNAPSHOT_WAVES: 25,
+        SQUALL_SPOUT_OPEN_RETRY_SECS: 60.0,
     }
 
     def set_debug(self, on: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -292,6 +293,66 @@ def test_a_spout_slot_killed_mid_stream_loses_nothing_and_counts_once(spark_sess
         assert [s.i >= limit for s in spouts] == [True, True]
         assert sum(s.acked for s in spouts) == limit  # each spout's own count, as its state was restored
         assert final_counts(coord) == dict(expected)
+
+
+class SpoutOpeningFlakily(Spout):
+    """Emits 0..limit-1 from each open (a replaying source); a lock taken in `open` keeps it from
+    pickling, so a recovery opens it anew. Its opens are counted in a file (they happen in the
+    slots' processes): the 2nd and 3rd raise, as a broker unreachable for a moment would."""
+
+    def __init__(self, limit: int, opens: str):
+        self.limit = limit
+        self.opens = opens
+
+    def open(self, conf, context, collector):
+        with open(self.opens, "a") as f:
+            f.write("open\n")
+        n = len(Path(self.opens).read_text().splitlines())
+        if n in (2, 3):
+            raise ConnectionError(f"broker unreachable (open {n})")
+        self.lock = threading.Lock()
+        self.c = collector
+        self.i = 0
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+    def next_tuple(self):
+        if self.i < self.limit:
+            self.c.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+
+class Echo(BasicBolt):
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+    def execute(self, t, collector):
+        collector.emit([t[0]])
+
+
+def test_a_spout_that_cannot_open_in_a_recovery_is_tried_again(spark_session, tmp_path):
+    """The spout's slot is killed; made again on a live slot its open fails twice: it is tried
+    again with backoff (not the topology stopped), its failures are the topology's errors, and
+    every number is still processed."""
+    limit, opens = 4000, tmp_path / "opens"
+    b = TopologyBuilder()
+    b.set_spout("src", SpoutOpeningFlakily(limit, str(opens)))
+    b.set_bolt("pass", Echo(), parallelism=2).shuffle_grouping("src")
+    with LocalCluster(engine="spark", spark=spark_session, capture=True) as cluster:
+        cluster.submit_topology("flaky", {Config.SQUALL_WAVE_MAX_TUPLES: 100}, b.create_topology())
+        coord = cluster.coordinator("flaky")
+        deadline = time.monotonic() + 60
+        while coord.waves_done < 6 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(coord.pool.slots[coord.placement.spouts[min(coord.placement.spouts)]].pid, signal.SIGKILL)
+        cluster.wait_idle(120)
+        errors = cluster.get_errors("flaky")
+        seen = {row[0] for rows in coord.captured["pass"]["default"].values() for row in rows}
+    assert opens.read_text().splitlines() == ["open"] * 4
+    assert coord.rollbacks >= 1
+    assert sum("broker unreachable" in str(e) for e in errors) == 2, "\n".join(map(str, errors))
+    assert seen == set(range(limit))
 
 
 def test_no_tuple_crosses_the_drivers_connections(spark_session):

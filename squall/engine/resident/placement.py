@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from squall.api.config import Config
 from squall.api.topology import StormTopology
 from squall.engine.resident.messages import Setup
 
@@ -98,13 +99,15 @@ class Placing:
     def _participants_of(p: Placement) -> list[int]:
         return sorted({*p.spouts.values(), *p.bolts.values(), *p.ackers.values()})
 
-    def _load(self, blob: bytes, slots: list[int]) -> None:
-        """Load the topology in `slots` (those that do not hold it yet), and wait until they have."""
+    def _load(self, blob: bytes, slots: list[int], recovering: bool = False) -> None:
+        """Load the topology in `slots` (those that do not hold it yet), and wait until they have; in
+        a recovery a slot's spouts may take a while to open (squall.spout.open.retry.secs)."""
         new = [s for s in slots if s not in self._loaded]
         self.participants = slots
         for s in new:  # in the message itself: a frame on the driver's links is tuple payload (wire.Meter)
-            self.pool.slots[s].send(("load", self.uid, blob))
-        deadline = time.monotonic() + LOAD_SECS
+            self.pool.slots[s].send(("load", self.uid, blob, recovering))
+        limit = LOAD_SECS + (float(self.conf[Config.SQUALL_SPOUT_OPEN_RETRY_SECS]) if recovering else 0.0)
+        deadline = time.monotonic() + limit
         while not set(new) <= self._loaded and self._crash is None:
             try:
                 self._handle(*self.inbox.get(timeout=max(0.01, deadline - time.monotonic())))
@@ -114,5 +117,5 @@ class Placing:
                 raise SlotFailed(sorted(self._dead))
         if self._crash is not None or not set(new) <= self._loaded:
             why = self._crash or (f"only {len(set(new) & self._loaded)} of {len(new)} slots loaded it within "
-                                  f"{LOAD_SECS:.0f} s")
+                                  f"{limit:.0f} s")
             raise TopologyStopped(f"topology {self.name!r} could not start on the slots: {why}")

@@ -158,7 +158,7 @@ class WaveRecovery:
         blob = self._setup_blob()
         log.warning("%s: slot(s) %s lost; rolling back to snapshot %d and running %d wave(s) again on slots %s",
                     self.name, sorted(dead), self.confirmed, len(self.log), slots)
-        self._load(blob, slots)
+        self._load(blob, slots, recovering=True)
         plan = Rollback(self.confirmed, blob, self.sources.get(self.confirmed, {}), moved, self.wave)
         self._captured_since.clear()
         for e in self.log:  # every task is back before them: each runs again
@@ -200,7 +200,12 @@ class WaveRecovery:
         """The roots of logged wave `e` (of its part), and whether any was in a lost wave before:
         asked of the spout tasks that keep its batches (only when it killed a slot)."""
         holders = sorted({s for s in self.spout_slots if s != DRIVER})
-        parts = self._ask(holders, lambda rid: ("kept_roots", self.uid, rid, e.wave)) if holders else []
+        try:
+            parts = self._ask(holders, lambda rid: ("kept_roots", self.uid, rid, e.wave)) if holders else []
+        except TimeoutError:  # a slot that failed or died does not answer: say that, not the timeout
+            self._drain()
+            self._check()
+            raise
         found = [pair for part in parts for pair in part.values()]
         found += [(got.roots, self.runners[tid].suspects(got.msg_ids))
                   for tid, got in self.kept.get(e.wave, {}).items()]

@@ -98,9 +98,9 @@ class SlotProcess:
             self.peers.set_book(msg[1])
             return
         if kind == "load":
-            _, uid, setup = msg
+            _, uid, setup, recovering = msg
             if uid not in self.topologies:
-                self.topologies[uid] = SlotTopology(self, uid, setup)
+                self.topologies[uid] = SlotTopology(self, uid, setup, recovering)
             self.send(DRIVER, ("loaded", uid, self.index))
             return
         if kind == "peer_gone":

@@ -83,7 +83,8 @@ class SlotRecovery:
                 continue
             f = snap(("spout", tid))
             blob = f.spouts.get(tid, (None, 0))[0] if f is not None else None
-            self.runners[tid] = self._restore_spout(tid, blob) if blob is not None else self._open_spout(tid)
+            self.runners[tid] = self._restore_spout(tid, blob) if blob is not None else \
+                self._open_spout(tid, self._open_retry_secs())
         for tid in set(self.kept_tasks()) - set(self.runners):
             self._forget_kept(tid)
         for acker in self.ackers.values():  # verdicts a restored spout's snapshot did not have yet

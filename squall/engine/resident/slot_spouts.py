@@ -5,37 +5,63 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import TYPE_CHECKING
+import time
 
 import numpy as np
 
-from squall.api.config import component_conf
+from squall.api.config import Config, component_conf
 from squall.engine.resident.messages import DRIVER
 from squall.engine.spout_runner import SpoutRunner, take_kept
 from squall.engine.spout_task import SpoutTask
 from squall.observe.errors import ErrorRecord
 from squall.reliability.acker import Verdict
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("squall")
 
+OPEN_BACKOFF_FIRST = 0.25  # seconds before a recovered spout's second try to open
+OPEN_BACKOFF_MAX = 5.0
 
 
 class SlotSpouts:
     """The spout side of a slot's topology (a part of SlotTopology)."""
 
-    def _open_spout(self, tid: int) -> SpoutRunner:
+    def _open_spout(self, tid: int, retry_secs: float = 0.0) -> SpoutRunner:
+        """Spout task `tid` made from its spec, opened and activated. Made again by a recovery
+        (`retry_secs` > 0), a spout whose `open` raises is made anew and tried again with backoff
+        for that long, as Storm's supervisor restarts a worker whose spout could not open: the
+        broker it connects to may be unreachable for a moment (a cut, a loaded host)."""
         comp = self.topology.task_component[tid]
         spec = self.topology.specs[comp]
         conf = component_conf(self.setup.conf, spec)
-        st = SpoutTask(self.topology, comp, self.topology.task_ids[comp].index(tid), conf,
-                       copy.deepcopy(spec.obj), self.setup.capture)
-        runner = SpoutRunner(st, conf, self._nackers > 0)
-        st.open()
-        st.spout.activate()  # as Storm: an active topology's spouts are activated after open
-        return runner
+        deadline = time.monotonic() + retry_secs
+        delay, failures = OPEN_BACKOFF_FIRST, []
+        while True:
+            st = SpoutTask(self.topology, comp, self.topology.task_ids[comp].index(tid), conf,
+                           copy.deepcopy(spec.obj), self.setup.capture)
+            runner = SpoutRunner(st, conf, self._nackers > 0)
+            try:
+                st.open()
+                st.spout.activate()  # as Storm: an active topology's spouts are activated after open
+            except Exception as e:
+                if time.monotonic() + delay > deadline:
+                    if failures:
+                        raise RuntimeError(f"spout {comp}[{tid}] could not open in {len(failures) + 1} tries "
+                                           f"over {retry_secs:.0f} s (squall.spout.open.retry.secs); the last "
+                                           f"error: {type(e).__name__}: {e}") from e
+                    raise
+                failures.append(ErrorRecord.from_exception(comp, tid, e))
+                log.warning("squall slot %d: spout %s[%d] could not open (%s: %s); trying again in %.1f s",
+                            self.slot.index, comp, tid, type(e).__name__, e, delay)
+                _close_quietly(st)
+                time.sleep(delay)
+                delay = min(delay * 2, OPEN_BACKOFF_MAX)
+                continue
+            runner.figures.errors.extend(failures)  # the tries before are the topology's errors to see
+            return runner
+
+    def _open_retry_secs(self) -> float:
+        return float(self.setup.conf.get(Config.SQUALL_SPOUT_OPEN_RETRY_SECS,
+                                         Config.DEFAULTS[Config.SQUALL_SPOUT_OPEN_RETRY_SECS]))
 
     def _restore_spout(self, tid: int, blob: bytes) -> SpoutRunner:
         comp = self.topology.task_component[tid]
@@ -115,3 +141,11 @@ class SlotSpouts:
         except Exception as e:  # noqa: BLE001 - then its acks wait for snapshots (gated)
             log.debug("squall: spout task %d cannot be snapshotted: %s", runner.task_id, e)
             return None
+
+
+def _close_quietly(st: SpoutTask) -> None:
+    """A spout whose open raised may hold half of what it opened (a connection, a thread)."""
+    try:
+        st.spout.close()
+    except Exception:  # noqa: BLE001, S110 - it failed to open already; its close may fail too
+        pass

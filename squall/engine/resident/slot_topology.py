@@ -66,7 +66,7 @@ class WaveState:
 class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
     """A topology's spout tasks, bolt tasks and acker partitions in this slot."""
 
-    def __init__(self, slot: SlotProcess, uid: str, setup_blob: bytes):
+    def __init__(self, slot: SlotProcess, uid: str, setup_blob: bytes, recovering: bool = False):
         from pyspark import cloudpickle  # noqa: PLC0415 - components may be lambdas or local classes
 
         self.slot = slot
@@ -82,8 +82,8 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.runners: dict[int, SpoutRunner] = {}
         self.ackers: dict[int, AckerPartition] = {k: AckerPartition(k, self._nackers) for k in self._ackers_here}
         self.host = TaskHost(self.topology, self.setup.conf, self.setup.capture)
-        for tid in self._spouts_here:
-            self.runners[tid] = self._open_spout(tid)
+        for tid in self._spouts_here:  # loaded by a recovery: a spout that cannot open yet is tried again
+            self.runners[tid] = self._open_spout(tid, self._open_retry_secs() if recovering else 0.0)
         self.waves: dict[int, WaveState] = {}
         self.acker_waves: dict[int, AckerWave] = {}
         self.verdicts_heard: dict[int, int] = {}  # wave -> acker slots whose verdicts of it came
