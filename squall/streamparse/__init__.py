@@ -9,7 +9,7 @@ components and thrift submission need a Storm cluster: they are refused with wha
 
 from squall.streamparse.batching import BatchingBolt, TicklessBatchingBolt
 from squall.streamparse.components import Bolt, Component, ReliableSpout, Spout, StormHandler, Tuple
-from squall.streamparse.dsl import ComponentSpec, Grouping, Stream, StreamId
+from squall.streamparse.specs import ComponentSpec, Grouping, Stream, StreamId
 from squall.streamparse.topology import Topology
 from squall.streamparse.unsupported import JavaBolt, JavaSpout, ShellBolt, ShellSpout, UnsupportedFeature
 

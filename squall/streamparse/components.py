@@ -17,8 +17,8 @@ from typing import Any
 from squall.api.components import Bolt as SquallBolt
 from squall.api.components import Spout as SquallSpout
 from squall.api.ticks import is_tick as squall_is_tick
-from squall.api.tuple import Tuple as SquallTuple
-from squall.streamparse.dsl import ComponentSpec, Stream
+from squall.reliability.tuple import Tuple as SquallTuple
+from squall.streamparse.specs import ComponentSpec, Stream
 
 Tuple = namedtuple("Tuple", "id component stream task values")
 

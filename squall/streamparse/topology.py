@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from squall.api.topology import StormTopology, TopologyBuilder
-from squall.streamparse.dsl import ComponentSpec, StreamId
+from squall.streamparse.components import Component
+from squall.streamparse.specs import ComponentSpec, StreamId
 from squall.streamparse.unsupported import UnsupportedSpec, thrift_error
 
 
@@ -42,8 +43,6 @@ class TopologyType(type):
     @staticmethod
     def class_dict_to_specs(class_dict: dict) -> dict[str, ComponentSpec]:
         """The ComponentSpec attributes, named after their attribute unless given a name."""
-        from squall.streamparse.components import Component  # noqa: PLC0415 - components import this module
-
         specs: dict[str, ComponentSpec] = {}
         for attr, spec in class_dict.items():
             if isinstance(spec, ComponentSpec):

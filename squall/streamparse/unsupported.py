@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.streamparse.dsl import ComponentSpec
+from squall.streamparse.specs import ComponentSpec
 
 
 class UnsupportedFeature(NotImplementedError):
