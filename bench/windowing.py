@@ -114,8 +114,8 @@ def tracked_batch(n: int, seed: int = 7) -> Any:
 
 
 def store_bytes_per_row(n: int) -> dict[str, Any]:
-    from squall.api.tuple import tuples_of  # noqa: PLC0415
     from squall.reliability.held import HeldStore  # noqa: PLC0415
+    from squall.reliability.tuple import tuples_of  # noqa: PLC0415
 
     batch = tracked_batch(n)
     tuples = tuples_of(batch)
@@ -132,8 +132,8 @@ def store_bytes_per_row(n: int) -> dict[str, Any]:
 
 def held_tuple_bytes_per_row(n: int = 10_000) -> float:
     """The plain bolt's way (bolt_trees.hold_pending): each held Tuple keeps a one-row batch."""
-    from squall.api.tuple import tuples_of  # noqa: PLC0415
     from squall.reliability.bolt_trees import hold_pending  # noqa: PLC0415
+    from squall.reliability.tuple import tuples_of  # noqa: PLC0415
 
     batch = tracked_batch(n)
     tracemalloc.start()
@@ -147,9 +147,9 @@ def held_tuple_bytes_per_row(n: int = 10_000) -> float:
 
 def anchor_ms(n: int = 10_000, repeat: int = 20) -> float:
     """Median time of one emit (one child) anchored to n held rows."""
-    from squall.api.tuple import tuples_of  # noqa: PLC0415
     from squall.reliability.bolt_trees import store_anchor_edges  # noqa: PLC0415
     from squall.reliability.held import HeldRows, HeldStore  # noqa: PLC0415
+    from squall.reliability.tuple import tuples_of  # noqa: PLC0415
 
     store = HeldStore()
     for i, t in enumerate(tuples_of(tracked_batch(n))):

@@ -14,12 +14,11 @@ from squall.api.context import TopologyContext
 from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.ticks import is_tick
 from squall.api.topology import OutputFieldsDeclarer, StormTopology, TopologyBuilder
-from squall.api.tuple import Tuple
 from squall.engine.cluster import LocalCluster
 from squall.observe.errors import ErrorRecord
 from squall.reliability.pending import FailReason
-
-__version__ = "0.1.0"
+from squall.reliability.tuple import Tuple
+from squall.version import __version__ as __version__
 
 __all__ = [
     "BasicBolt",

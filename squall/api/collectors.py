@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from squall.api.components import FailedException, ReportedFailedException
 from squall.api.rebinding import current_collector
 from squall.api.streams import NO_TASKS, StreamOut, checked_emit
-from squall.api.tuple import RowTuples, Tuple
+from squall.reliability.tuple import RowTuples, Tuple
 
 
 class LeanEmits(NamedTuple):

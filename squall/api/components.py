@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class FailedException(Exception):
@@ -33,6 +33,16 @@ class Component:
     """
 
     fixed_attributes: tuple[str, ...] = ()
+
+    # How a topology runs a component of this kind: each kind of bolt built on api (windowed,
+    # stateful, columnar) says it on its class, so the builder imports none of them.
+    _bolt_kind: ClassVar[str | None] = None  # "bolt", "basic" or "columnar"; None: not run as a bolt itself
+    _settles_inputs: ClassVar[bool] = False  # acks or fails every input in the wave it comes (no edge per row)
+
+    def _run_by(self, component_id: str) -> Component:
+        """What the topology runs for this component: itself, or an executor that wraps it (as
+        Storm runs a windowed or stateful bolt)."""
+        return self
 
     def declare_output_fields(self, declarer: Any) -> None:
         """Declare each output stream's fields with `declarer.declare([...], stream=...)`."""
@@ -97,6 +107,8 @@ class Spout(Component):
 class Bolt(Component):
     """A processing step. `execute` gets each input tuple; ack or fail every one of them."""
 
+    _bolt_kind = "bolt"
+
     def prepare(self, conf: dict, context: Any, collector: Any) -> None: ...
 
     def execute(self, tuple: Any) -> None:  # noqa: A002 - Storm's parameter name
@@ -113,6 +125,9 @@ class Bolt(Component):
 
 class BasicBolt(Component):
     """A bolt whose emits are anchored to the input and whose input is acked after execute."""
+
+    _bolt_kind = "basic"
+    _settles_inputs = True  # it acks each input when `execute` returns, or fails it: it cannot hold one
 
     def prepare(self, conf: dict, context: Any) -> None: ...
 

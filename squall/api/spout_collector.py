@@ -164,7 +164,7 @@ class SpoutOutputCollector:
                 self.emit(values, msg_id=shared, stream=stream)
 
     def _emit_columns(self, data: Any, msg_id: Any, msg_ids: Any, stream: str) -> None:
-        from squall.columnar.arrow import declared_columns  # noqa: PLC0415 - pyarrow only when columns are emitted
+        from squall.api.columns import declared_columns  # noqa: PLC0415 - pyarrow only when columns are emitted
 
         so, batch = declared_columns(self._streams, self._component, stream, data,
                                      f"spout {self._component!r}: emit_batch of columns on direct stream {stream!r} "

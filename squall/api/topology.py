@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.api.components import BasicBolt, Bolt, InvalidTopologyException, Spout, user_instance
+from squall.api.components import BasicBolt, Bolt, Component, InvalidTopologyException, Spout, user_instance
 
 DEFAULT_STREAM = "default"
 
@@ -132,14 +132,8 @@ class TopologyBuilder:
         return SpoutDeclarer(self._add(component_id, spout, parallelism, True))
 
     def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt, parallelism: int | None = None) -> BoltDeclarer:
-        from squall.windowing.bolt import BaseWindowedBolt  # noqa: PLC0415 - windowing builds on api
-        if isinstance(bolt, BaseWindowedBolt):  # run by an executor that holds windows (as Storm)
-            from squall.windowing.executor import WindowedBoltExecutor  # noqa: PLC0415
-            bolt = WindowedBoltExecutor(bolt, component_id)
-        from squall.state.bolt import BaseStatefulBolt  # noqa: PLC0415 - state builds on api
-        if isinstance(bolt, BaseStatefulBolt):  # run by an executor that checkpoints its state (as Storm)
-            from squall.state.executor import StatefulBoltExecutor  # noqa: PLC0415
-            bolt = StatefulBoltExecutor(bolt, component_id)
+        if isinstance(bolt, Component):  # a windowed or stateful bolt runs in its executor
+            bolt = bolt._run_by(component_id)
         return BoltDeclarer(self._add(component_id, bolt, parallelism, False))
 
     def create_topology(self) -> StormTopology:
@@ -199,9 +193,8 @@ class StormTopology:
         """The tasks that ack or fail every input in the wave they get it, so a batch sent to one
         needs no edge per row (reliability/settled.py): a columnar bolt's, and a BasicBolt's (it
         acks each input when `execute` returns, or fails it: it cannot hold one)."""
-        from squall.columnar.bolt import ColumnarBolt  # noqa: PLC0415 - columnar builds on api
-        return frozenset(t for c, spec in self.specs.items() if isinstance(spec.obj, (ColumnarBolt, BasicBolt))
-                         for t in self.task_ids[c])
+        return frozenset(t for c, spec in self.specs.items()
+                         if isinstance(spec.obj, Component) and spec.obj._settles_inputs for t in self.task_ids[c])
 
     @staticmethod
     def _check_kind(s: ComponentSpec) -> None:
@@ -209,13 +202,11 @@ class StormTopology:
             raise InvalidTopologyException(f"component {s.id!r}: parallelism must be >= 1, got {s.parallelism}")
         if s.is_spout and not isinstance(s.obj, Spout):
             raise InvalidTopologyException(f"set_spout({s.id!r}, ...) needs a squall.Spout, got {type(s.obj).__name__}")
-        if not s.is_spout and not isinstance(s.obj, (Bolt, BasicBolt)):
-            from squall.columnar.bolt import ColumnarBolt  # noqa: PLC0415 - columnar builds on api
-            if not isinstance(s.obj, ColumnarBolt):
-                raise InvalidTopologyException(
-                    f"set_bolt({s.id!r}, ...) needs a squall.Bolt, squall.BasicBolt or squall.columnar.ColumnarBolt, "
-                    f"got {type(s.obj).__name__}"
-                )
+        if not s.is_spout and not (isinstance(s.obj, Component) and s.obj._bolt_kind):
+            raise InvalidTopologyException(
+                f"set_bolt({s.id!r}, ...) needs a squall.Bolt, squall.BasicBolt or squall.columnar.ColumnarBolt, "
+                f"got {type(s.obj).__name__}"
+            )
         if not s.is_spout:
             _check_fixed_attributes(s.id, s.obj)
 

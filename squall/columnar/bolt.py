@@ -16,6 +16,9 @@ class ColumnarBolt(Component):
     when `execute_batch` returns; if it raises, every row of the batch fails.
     """
 
+    _bolt_kind = "columnar"
+    _settles_inputs = True  # every input row is acked or failed when execute_batch returns
+
     def prepare(self, conf: dict, context: Any) -> None: ...
 
     def execute_batch(self, batch: Any, collector: Any) -> None:

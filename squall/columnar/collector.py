@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from squall.api.columns import declared_columns
 from squall.api.streams import StreamOut
-from squall.columnar.arrow import declared_columns
 
 _I64 = np.int64
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from squall.columnar.arrow import batch_to_rows
 from squall.columnar.outputs import column_children
-from squall.columnar.routing import ColumnRoute, route_columns
 from squall.reliability.columns import spout_row_trees
 from squall.reliability.ids import mix64_int
+from squall.routing.columns import ColumnRoute, route_columns
 
 _I64 = np.int64
 _U64 = np.uint64

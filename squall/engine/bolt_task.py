@@ -16,12 +16,10 @@ from squall.api.components import BasicBolt, Bolt, user_instance
 from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
-from squall.api.tuple import Tuple, tuples_of
 from squall.engine import fixed_parts
 from squall.engine.fixed_parts import FixedPart, Watch, fixed_names
 from squall.engine.gc_tuning import gc_paused
 from squall.engine.outputs import bucket_children, group_children
-from squall.engine.routing import ShuffleCounter
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
@@ -40,6 +38,8 @@ from squall.reliability.emits import emit_ordinals, index_emits
 from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Settled, mark_settling, sent_of, settled_row_ids
+from squall.reliability.tuple import Tuple, tuples_of
+from squall.routing.tuples import ShuffleCounter
 
 log = logging.getLogger("squall")
 

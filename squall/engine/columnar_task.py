@@ -20,7 +20,6 @@ from squall.columnar.acking import ack_rows
 from squall.columnar.batch import ColumnBatch, as_columns, concat
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.outputs import column_children
-from squall.columnar.routing import direct_children, route_columns, stream_column_routes
 from squall.engine.bolt_task import BoltTask
 from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
@@ -29,6 +28,7 @@ from squall.reliability.bolt_trees import batch_anchors, execute_salt
 from squall.reliability.columns import anchor_rows, derivable, derived_rows, outputs_per_row, row_ordinals
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import sent_of, settled_row_ids
+from squall.routing.columns import direct_children, route_columns, stream_column_routes
 
 _I64 = np.int64
 _U64 = np.uint64

@@ -15,7 +15,6 @@ from squall.api.rebinding import restoring
 from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.topology import StormTopology
 from squall.engine.outputs import EmitValues, bucket_children, group_children
-from squall.engine.routing import ShuffleCounter
 from squall.engine.sealing import crosses, crosses_all, describe, unserializable_rows
 from squall.engine.task import TaskBase
 from squall.engine.task_result import TaskResult
@@ -26,6 +25,7 @@ from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_edges, spout_trees
 from squall.reliability.settled import mark_settling
+from squall.routing.tuples import ShuffleCounter
 
 _EMPTY_U = np.zeros(0, np.uint64)
 
@@ -210,8 +210,8 @@ class SpoutTask(TaskBase):
     def _add_columns(self, wave: SpoutWave, columns: list[tuple], roots_for: Any, tracking: bool) -> SpoutWave:
         """The wave's column emits (SpoutOutputCollector.emit_batch of columns), added to its trees."""
         from squall.columnar.arrow import batch_to_rows  # noqa: PLC0415 - only spouts that emit columns
-        from squall.columnar.routing import stream_column_routes  # noqa: PLC0415
         from squall.columnar.spout import column_trees  # noqa: PLC0415
+        from squall.routing.columns import stream_column_routes  # noqa: PLC0415
 
         if self._column_routes is None:
             self._column_routes = {name: stream_column_routes(self.topology, so, self.task_index)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from squall.api.context import TopologyContext
 from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
-from squall.engine.routing import stream_routes
 from squall.engine.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
+from squall.routing.tuples import stream_routes
 
 
 def build_streams(topology: StormTopology, component: str, task_index: int) -> dict[str, StreamOut]:

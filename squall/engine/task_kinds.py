@@ -11,6 +11,6 @@ from squall.engine.bolt_task import BoltTask
 def bolt_task_class(obj: Any) -> type[BoltTask]:
     from squall.columnar.bolt import ColumnarBolt  # noqa: PLC0415 - columnar builds on engine
     if isinstance(obj, ColumnarBolt):
-        from squall.columnar.task import ColumnarBoltTask  # noqa: PLC0415
+        from squall.engine.columnar_task import ColumnarBoltTask  # noqa: PLC0415
         return ColumnarBoltTask
     return BoltTask

@@ -154,7 +154,7 @@ class TupleBatch:
         self.source_task = source_task
         self._rows: list | None = values
         # a one-field batch that travelled packed keeps its rows as plain values (`values` makes
-        # the lists on first use): Tuples read them as they are (squall.api.tuple.tuples_of),
+        # the lists on first use): Tuples read them as they are (squall.reliability.tuple.tuples_of),
         # with no list made per row
         self.flat: list | None = None
         self.anc_off = anc_off  # None: no row is tracked

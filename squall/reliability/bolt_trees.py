@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from squall.api.tuple import Tuple
 from squall.reliability.anchoring import (
     Anchors,
     Contributions,
@@ -34,6 +33,7 @@ from squall.reliability.emits import EmitIndex
 from squall.reliability.held import HeldRows, HeldStore
 from squall.reliability.ids import edge_ids, edge_ids_for_child, mix64_int, row_keys
 from squall.reliability.pending import FailReason
+from squall.reliability.tuple import Tuple
 from squall.reliability.xor import xor_at
 
 _U64 = np.uint64

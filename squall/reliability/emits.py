@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.tuple import Tuple
 from squall.reliability.held import HeldRows
+from squall.reliability.tuple import Tuple
 
 _I64 = np.int64
 _get_b = attrgetter("_b")

@@ -1,5 +1,5 @@
 """Groupings on columns: for a batch of output rows of one stream, every child (row, target
-task), computed with numpy and giving the same tasks as the tuple path (engine/routing.py).
+task), computed with numpy and giving the same tasks as the tuple path (routing/tuples.py).
 
 Shuffle continues the tuple path's own round-robin counter (shared with it, and carried
 across waves with the task), so mixing tuple and batch emits keeps the rotation.
@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
-from squall.columnar.hashing import fields_hashes
-from squall.engine.routing import ShuffleCounter
+from squall.routing.hashing import fields_hashes
+from squall.routing.tuples import ShuffleCounter
 
 _I64 = np.int64
 _EMPTY = np.zeros(0, _I64)

@@ -1,5 +1,5 @@
 """Fields grouping on columns: the same 32-bit hash as the tuple path
-(squall.engine.routing.stable_hash / fields_hash), computed once per distinct value.
+(squall.routing.tuples.stable_hash / fields_hash), computed once per distinct value.
 
 A column is dictionary-encoded (Arrow, in C), each distinct value hashed with the tuple path's
 own function, and the hashes spread back to the rows by the dictionary indices (numpy), so the
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from squall.engine.routing import stable_hash
+from squall.routing.tuples import stable_hash
 
 _I64 = np.int64
 

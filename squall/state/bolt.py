@@ -13,5 +13,10 @@ class BaseStatefulBolt(Bolt):
     committed state of this task. Ack inputs as usual: the acks are held and sent only after the
     next checkpoint has committed the state changes they caused."""
 
+    def _run_by(self, component_id: str) -> Bolt:
+        from squall.state.executor import StatefulBoltExecutor  # noqa: PLC0415 - it builds on this module
+
+        return StatefulBoltExecutor(self, component_id)  # an executor that checkpoints the state (as Storm)
+
     def init_state(self, state: Any) -> None:
         """Keep `state` (a squall.state.KeyValueState) for `execute` to read and write."""

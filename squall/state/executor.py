@@ -18,17 +18,19 @@ trees fill max spout pending, so a wave more of them shrank every wave the spout
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squall.api.checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINTED, COMMIT, PREPARE, ROLLBACK
 from squall.api.components import Bolt
 from squall.api.config import Config
-from squall.api.tuple import Tuple
 from squall.reliability.held_acks import HeldAcks
 from squall.reliability.pending import FailReason
-from squall.state.bolt import BaseStatefulBolt
+from squall.reliability.tuple import Tuple
 from squall.state.config import checkpoint_secs, make_provider
 from squall.state.kv import KeyValueState
+
+if TYPE_CHECKING:
+    from squall.state.bolt import BaseStatefulBolt
 
 
 class StatefulBoltExecutor(Bolt):

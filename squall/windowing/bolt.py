@@ -21,6 +21,11 @@ class BaseWindowedBolt(Component):
     methods before `set_bolt`. Emits in `execute` are anchored to every tuple of the window, and
     each tuple is acked when no later window can contain it: do not ack or fail them yourself."""
 
+    def _run_by(self, component_id: str) -> Component:
+        from squall.windowing.executor import WindowedBoltExecutor  # noqa: PLC0415 - it builds on this module
+
+        return WindowedBoltExecutor(self, component_id)  # an executor that holds the windows (as Storm)
+
     _window: WindowSpec | None = None
 
     @property

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.tuple import Tuple
 from squall.reliability.held import PENDING, HeldRows
+from squall.reliability.tuple import Tuple
 
 
 class WindowedOutputCollector:

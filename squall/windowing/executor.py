@@ -12,21 +12,23 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from squall.api.components import Bolt, InvalidTopologyException
 from squall.api.config import Config
-from squall.api.tuple import Tuple, tuples_of
 from squall.reliability.batch import TupleBatch
 from squall.reliability.held import HeldStore
 from squall.reliability.pending import FailReason
-from squall.windowing.bolt import BaseWindowedBolt
+from squall.reliability.tuple import Tuple, tuples_of
 from squall.windowing.collector import WindowedOutputCollector
 from squall.windowing.config import Count, Duration
 from squall.windowing.policies import align_up, earliest_after, retired, skip_empty_dues, window_and_expired
 from squall.windowing.window import TupleWindow
+
+if TYPE_CHECKING:
+    from squall.windowing.bolt import BaseWindowedBolt
 
 log = logging.getLogger("squall.windowing")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.tuple import Tuple
 from squall.reliability.batch import single_row
 from squall.reliability.held import HeldStore, as_run
+from squall.reliability.tuple import Tuple
 
 
 class TupleWindow:

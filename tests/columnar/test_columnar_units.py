@@ -16,10 +16,7 @@ from squall.api.streams import StreamOut
 from squall.api.topology import Grouping
 from squall.columnar.batch import ColumnBatch
 from squall.columnar.collector import ColumnarCollector
-from squall.columnar.hashing import fields_hashes
 from squall.columnar.outputs import column_children
-from squall.columnar.routing import ColumnRoute
-from squall.engine.routing import make_route
 from squall.reliability.anchoring import Anchors, keys_of
 from squall.reliability.columns import (
     anchor_rows,
@@ -29,6 +26,9 @@ from squall.reliability.columns import (
     row_ordinals,
     spout_row_trees,
 )
+from squall.routing.columns import ColumnRoute
+from squall.routing.hashing import fields_hashes
+from squall.routing.tuples import make_route
 
 
 def _rng(name):

@@ -13,7 +13,7 @@ import pytest
 
 from squall import Config, LocalCluster, Spout, TopologyBuilder
 from squall.columnar import ColumnarBolt
-from squall.columnar.task import ColumnarBoltTask
+from squall.engine.columnar_task import ColumnarBoltTask
 from squall.engine.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger

@@ -13,9 +13,9 @@ import pytest
 
 from squall import BasicBolt, Bolt, Config, FailedException, Spout, TopologyBuilder
 from squall.api.collectors import BasicBoltExecutor
-from squall.api.tuple import tuples_of
 from squall.engine.bolt_task import BoltTask
 from squall.reliability.batch import TupleBatch
+from squall.reliability.tuple import tuples_of
 
 N = 400
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from squall import Bolt, Spout, TopologyBuilder
-from squall.engine.routing import stable_hash
+from squall.routing.tuples import stable_hash
 from squall.testing import complete_topology
 
 
@@ -132,6 +132,6 @@ def test_stable_hash_is_process_independent(values):
     import subprocess
     import sys
 
-    code = f"from squall.engine.routing import fields_hash; print(fields_hash({values!r}, list(range({len(values)}))))"
+    code = f"from squall.routing.tuples import fields_hash; print(fields_hash({values!r}, list(range({len(values)}))))"
     out = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout for _ in range(3)}
     assert len(out) == 1 and out.pop().strip().isdigit()

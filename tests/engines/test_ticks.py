@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from squall import Bolt, Config, InvalidTopologyException, LocalCluster, TopologyBuilder, is_tick
-from squall.api.tuple import tuples_of
 from squall.engine.coordinator import Coordinator
 from squall.engine.local import LocalExecutor
 from squall.engine.ticks import tick_batch
+from squall.reliability.tuple import tuples_of
 from squall.testing import AckFailMapTracker, FeederSpout
 
 

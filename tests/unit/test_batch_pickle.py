@@ -137,7 +137,7 @@ def test_a_packed_one_field_batch_stays_flat_and_its_tuples_read_as_any():
     made per row, and every way of reading a Tuple gives what a list-backed one gives."""
     import copy
 
-    from squall.api.tuple import tuples_of
+    from squall.reliability.tuple import tuples_of
 
     sent = _tuple_batch([1] * 100)
     got = pickle.loads(pickle.dumps(sent))

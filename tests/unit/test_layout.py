@@ -1,10 +1,12 @@
 """The house rules of the source tree, checked: the data path reads one way (api/ knows
-nothing of the engine, reliability/ nothing of Spark, the Spark engine nothing of any bolt),
-and files and functions stay small enough to read."""
+nothing of the engine, reliability/ nothing of Spark, the Spark engine nothing of any bolt), no
+two packages import each other even through imports inside functions, no module cycle runs at
+import time, and files and functions stay small enough to read."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,90 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
+            subs = {f"{node.module}.{a.name}" for a in node.names} & _known()  # `from squall import version`
+            out.update(subs or {node.module})
+    return out
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SQUALL.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package(module: str) -> str:
+    """The part of squall a module belongs to: its top-level package, or itself (a root module)."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _run_time_imports(path: Path) -> set[str]:
+    """The squall modules a file imports when it runs: every import but those under
+    `if TYPE_CHECKING:` (annotations only), inside functions too."""
+    tree = ast.parse(path.read_text(), str(path))
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & _known()  # `from squall import version`
+            out.update(subs or {node.module})
+    return out
+
+
+@functools.cache
+def _known() -> frozenset[str]:
+    return frozenset(_module_name(p) for p in _modules())
+
+
+def _graph(node_of, imports) -> dict[str, set[str]]:
+    """node -> the nodes it imports, over squall's modules (`node_of` names a module's node)."""
+    known = _known()
+    graph: dict[str, set[str]] = {}
+    for path in _modules():
+        a = node_of(_module_name(path))
+        for mod in imports(path):
+            if mod in known:
+                b = node_of(mod)
+                if b != a:
+                    graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
     return out
 
 
@@ -48,6 +133,23 @@ def _violations(folder: str, forbidden: tuple[str, ...]) -> list[str]:
 ])
 def test_the_data_path_reads_one_way(folder, forbidden):
     assert _violations(folder, forbidden) == []
+
+
+def test_no_two_packages_import_each_other():
+    """Counting every import, inside functions and for annotations too: the packages form layers
+    (reliability, api, routing, columnar, state, windowing, engine, ... above each other)."""
+    graph = _graph(_package, _imports)
+    assert {"squall.api", "squall.reliability"} <= graph["squall.engine"]  # it sees the imports
+    assert cycles(graph) == []
+
+
+def test_no_module_cycle_runs_at_import_time():
+    assert cycles(_graph(lambda m: m, _run_time_imports)) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}}) == []
 
 
 def test_the_layout_check_sees_an_import(tmp_path):

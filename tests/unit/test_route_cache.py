@@ -1,11 +1,11 @@
-"""A fields grouping's positions by str value (squall/engine/routing.py): one cache per number of
+"""A fields grouping's positions by str value (squall/routing/tuples.py): one cache per number of
 target tasks, shared by every route of the process and kept when a task's routes are built again
 (on Spark most waves rebuild a task from its State in another Python worker)."""
 
 import zlib
 
 from squall.api.topology import Grouping
-from squall.engine.routing import make_route
+from squall.routing.tuples import make_route
 
 WORDS = Grouping("fields", ("word",))
 

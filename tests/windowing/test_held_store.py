@@ -8,11 +8,11 @@ import zlib
 
 import numpy as np
 
-from squall.api.tuple import tuples_of
 from squall.reliability.anchoring import Contributions, anchor_edges, combine, keys_of
 from squall.reliability.batch import TupleBatch
 from squall.reliability.bolt_trees import store_anchor_edges
 from squall.reliability.held import ACKED, FAILED, HeldRows, HeldStore, as_run
+from squall.reliability.tuple import tuples_of
 
 _U64 = np.uint64
 

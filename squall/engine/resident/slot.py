@@ -24,8 +24,6 @@ import traceback
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from squall.engine.gc_tuning import freeze_after_first_task, tune_gc
 from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.resident import wire
@@ -153,13 +151,3 @@ def serve(conn: Any, index: int, authkey: bytes, family: str, host: str | None, 
         slot.serve()
     finally:
         log.debug("squall slot %d served %.1f s", index, time.perf_counter() - t0)
-
-
-def fold_xor(roots: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ack messages folded per root (XOR is associative): one value a root leaves the slot."""
-    if len(roots) < 2:
-        return roots, vals
-    order = np.argsort(roots, kind="stable")
-    r, v = roots[order], vals[order]
-    starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
-    return r[starts], np.bitwise_xor.reduceat(v, starts)

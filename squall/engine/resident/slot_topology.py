@@ -30,6 +30,7 @@ from squall.engine.spout_runner import Pulled, SpoutRunner, take_kept
 from squall.engine.task_host import TaskHost
 from squall.observe.errors import ErrorRecord
 from squall.reliability.acker import AckerPartition
+from squall.reliability.anchoring import combine
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Sent, Settled, unsettled
 
@@ -317,7 +318,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
 
     def _end(self, ws: WaveState) -> None:
         """The slot's part of the wave is done: its ack parts go to the ackers' slots."""
-        from squall.engine.resident.slot import fold_xor  # noqa: PLC0415 - slot imports this module
 
         ws.ended = True
         ws.level = self.depth + 1
@@ -332,7 +332,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
                     part.init_roots = np.concatenate([r for r, _ in ws.init[k]])
                     part.init_vals = np.concatenate([v for _, v in ws.init[k]])
                 if k in ws.roots:
-                    part.roots, part.vals = fold_xor(np.concatenate(ws.roots[k]), np.concatenate(ws.vals[k]))
+                    part.roots, part.vals = combine(np.concatenate(ws.roots[k]), np.concatenate(ws.vals[k]))
                 for r, why in ws.fails.get(k, ()):
                     part.fail_roots.append(r)
                     part.fail_reasons.append(why)

@@ -17,13 +17,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import squall
 from squall.engine.spark.host_local import is_local_master
 
 
 def squall_zip(dest_dir: str | None = None) -> str:
     """A zip of the importable squall package (no caches); its path."""
-    pkg = Path(squall.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[2]  # squall/engine/spark/ship.py -> squall/
     out = Path(dest_dir or tempfile.mkdtemp(prefix="squall-ship-")) / "squall.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for dirpath, dirnames, filenames in os.walk(pkg):

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Client, Listener
 from typing import Any
 
-import squall
 from squall.api.config import Config
 from squall.engine.resident import wire
 from squall.engine.resident.driver import ClusterDriver
@@ -34,6 +33,7 @@ from squall.engine.spark.host_local import is_local_master
 from squall.engine.spark.logs import spark_log_note
 from squall.engine.spark.session import temp_checkpoint_dir, topology_session, ui_url
 from squall.engine.spark.ship import pickle_user_modules_by_value, ship_squall
+from squall.version import __version__
 
 log = logging.getLogger("squall")
 
@@ -54,12 +54,12 @@ def slot_task(address: Any, family: str, authkey: bytes, version: str) -> Callab
         import pyarrow  # noqa: F401, PLC0415
         from pyspark import TaskContext  # noqa: PLC0415
 
-        import squall  # noqa: PLC0415
+        from squall import version as here  # noqa: PLC0415 - this Python's squall, not the facade
         from squall.engine.resident.slot import serve  # noqa: PLC0415
 
-        if squall.__version__ != version:
-            raise ImportError(f"this executor's Python ({sys.executable}) imports squall {squall.__version__} "
-                              f"from {os.path.dirname(squall.__file__)}, the driver runs squall {version}")
+        if here.__version__ != version:
+            raise ImportError(f"this executor's Python ({sys.executable}) imports squall {here.__version__} "
+                              f"from {os.path.dirname(here.__file__)}, the driver runs squall {version}")
 
         (index,) = list(it)
         conn = Client(address, family=family, authkey=authkey)
@@ -141,7 +141,7 @@ class SparkSlots:
         self._hellos = dict.fromkeys(range(count), 0)
         threading.Thread(target=self._accept, args=(self._listener, connected), daemon=True,
                          name="squall-slots-accept").start()
-        fn = slot_task(self._listener.address, self._family, self._key, squall.__version__)
+        fn = slot_task(self._listener.address, self._family, self._key, __version__)
         self._jobs = [threading.Thread(target=self._keep, args=(i, fn, give_up), daemon=True,
                                        name=f"squall-slot-job-{i}") for i in range(count)]
         for t in self._jobs:
@@ -195,7 +195,7 @@ class SparkSlots:
         conf = self.sc.getConf()
         python = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or \
             "python3 (PySpark's default: neither spark.pyspark.python nor PYSPARK_PYTHON is set)"
-        return (f". The executors' Python is {python}; it must import squall {squall.__version__}, numpy and "
+        return (f". The executors' Python is {python}; it must import squall {__version__}, numpy and "
                 f"pyarrow. Point PYSPARK_PYTHON (or spark.pyspark.python) at a Python that has them, such as the "
                 f"driver's ({sys.executable}), or ship squall with --py-files / SparkContext.addPyFile "
                 "(squall.engine.spark.ship.squall_zip() makes its zip)")
