@@ -6,7 +6,7 @@ pending `--max-pending`, default 50,000) on Spark `local[2]` (`--spark MASTER`),
 that builds a table of `--table` entries (default 1,000,000; ~15 MB pickled) in `prepare` and looks
 each word up in it. Three cases: no table; the table as a plain attribute (the Spark engine pickles
 the instance after every wave and unpickles it on most); the table in `fixed_attributes` (pickled
-once, unpickled once per Python worker: engine/fixed_parts.py). acked sentences/s = the spout's
+once, unpickled once per Python worker: engine/tasks/fixed_parts.py). acked sentences/s = the spout's
 acked count between two samples `--seconds` apart (after `--warmup`). The cases run `--repeat`
 times (default 2), interleaved, and each case's median is reported (all are listed).
 

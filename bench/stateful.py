@@ -13,7 +13,7 @@ ratio = stateful / plain; goal >= 0.80.
 
 A stateful bolt's inputs are acked only after the next checkpoint, so a sentence stays pending
 up to one checkpoint interval; when those held trees fill a quarter of max spout pending, the
-coordinator checkpoints early rather than stall the spout (squall.engine.checkpoints). Both runs
+coordinator checkpoints early rather than stall the spout (squall.engine.driver.checkpoints). Both runs
 use `--max-pending` (default 100,000).
 Breakdown for the stateful run: checkpoints committed, time spent in the provider's prepare and
 commit (summed over tasks, from the local engine where they run in this process), and the cost

@@ -59,7 +59,7 @@ class Config(dict):
         TOPOLOGY_STATE_PROVIDER: "sqlite",
         TOPOLOGY_STATE_PROVIDER_CONFIG: None,
         # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
-        # by measured cost (squall.engine.wave_sizing; the budget is shared by the spout tasks),
+        # by measured cost (squall.engine.driver.wave_sizing; the budget is shared by the spout tasks),
         # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.
         SQUALL_WAVE_MAX_TUPLES: None,
         # With waves sized by cost: the longest a full wave should take (capped at a quarter of the

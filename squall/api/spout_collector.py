@@ -1,5 +1,5 @@
 """The spout's collector (Storm's SpoutOutputCollector): it validates and records each emit;
-the spout task turns a wave's records into root trees and batches (squall.engine.spout_task)."""
+the spout task turns a wave's records into root trees and batches (squall.engine.tasks.spout_task)."""
 
 from __future__ import annotations
 

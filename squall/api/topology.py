@@ -302,7 +302,7 @@ class StormTopology:
 
 
 def _check_fixed_attributes(component: str, bolt: Any) -> None:
-    """`fixed_attributes` is a tuple of attribute names, not one string (engine/fixed_parts.py)."""
+    """`fixed_attributes` is a tuple of attribute names, not one string (engine/tasks/fixed_parts.py)."""
     names = getattr(type(user_instance(bolt)), "fixed_attributes", ())  # inside a windowed or stateful executor
     if isinstance(names, str) or not isinstance(names, (tuple, list, frozenset, set)) or \
             not all(isinstance(n, str) and n.isidentifier() for n in names):

@@ -38,7 +38,7 @@ class ColumnBatch:
 
     __slots__ = ("component", "stream", "fields", "source_task", "data", "anc_off", "_root", "_val", "_runs",
                  "anc_derive", "anc_settle", "parts", "_values", "_findex")
-    always_crosses = True  # Arrow data always serializes (engine/sealing.py need not check rows)
+    always_crosses = True  # Arrow data always serializes (engine/tasks/sealing.py need not check rows)
 
     def __init__(self, component: str, stream: str, fields: tuple[str, ...], source_task: int, data: pa.RecordBatch,
                  anc_off: np.ndarray | None = None, anc_root: np.ndarray | None = None,

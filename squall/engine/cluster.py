@@ -10,9 +10,9 @@ from typing import Any
 
 from squall.api.config import Config, effective_conf
 from squall.api.topology import StormTopology
-from squall.engine.clock import RealClock, SimulatedClock
-from squall.engine.component_copy import check_components_copy
-from squall.engine.coordinator import Coordinator
+from squall.engine.driver.clock import RealClock, SimulatedClock
+from squall.engine.driver.component_copy import check_components_copy
+from squall.engine.driver.coordinator import Coordinator
 from squall.engine.local import LocalExecutor
 from squall.observe.errors import ErrorRecord
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from squall.api.topology import StormTopology
-from squall.engine.task_host import TaskHost
-from squall.engine.wave import WaveOutput
+from squall.engine.driver.wave import WaveOutput
+from squall.engine.tasks.task_host import TaskHost
 from squall.reliability.batch import TupleBatch
 from squall.reliability.settled import sent_of
 

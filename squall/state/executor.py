@@ -4,7 +4,7 @@ On `prepare` it opens the task's KeyValueState (namespace topology/component/tas
 a previous run prepared but did not commit (Storm's rollback at INITSTATE) and hands the
 committed state to `init_state`. The coordinator sends every task of the bolt a PREPARE and a
 COMMIT tuple on the `$checkpoint` stream at the first wave after each checkpoint interval of
-topology time (squall.engine.checkpoints). The bolt acks its inputs as any bolt; the task
+topology time (squall.engine.driver.checkpoints). The bolt acks its inputs as any bolt; the task
 computes their ack messages as usual but holds them (squall.reliability.held_acks, carried with
 the task between waves) and sends them only after COMMIT, so a spout
 tuple is acked only once the state changes it caused are committed. A failed PREPARE or COMMIT

@@ -13,8 +13,8 @@ import pytest
 
 from squall import Config, LocalCluster, Spout, TopologyBuilder
 from squall.columnar import ColumnarBolt
-from squall.engine.columnar_task import ColumnarBoltTask
-from squall.engine.spout_task import SpoutTask
+from squall.engine.tasks.columnar_task import ColumnarBoltTask
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.settled import Sent, Settled, sent_of, unsettled

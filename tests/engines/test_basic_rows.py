@@ -13,7 +13,7 @@ import pytest
 
 from squall import BasicBolt, Bolt, Config, FailedException, Spout, TopologyBuilder
 from squall.api.collectors import BasicBoltExecutor
-from squall.engine.bolt_task import BoltTask
+from squall.engine.tasks.bolt_task import BoltTask
 from squall.reliability.batch import TupleBatch
 from squall.reliability.tuple import tuples_of
 

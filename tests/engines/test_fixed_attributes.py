@@ -1,4 +1,4 @@
-"""A bolt's `fixed_attributes` (engine/fixed_parts.py), on both engines alike: what it builds once
+"""A bolt's `fixed_attributes` (engine/tasks/fixed_parts.py), on both engines alike: what it builds once
 is there in every wave, an attribute assigned anew is carried anew, one changed in place is
 reported and the task goes on carrying its whole instance. On Spark a fixed attribute is pickled
 once, not with every snapshot of its task."""
@@ -14,7 +14,7 @@ import pytest
 from squall import BasicBolt, Config, InvalidTopologyException, Spout, TopologyBuilder
 from squall.api.components import user_instance
 from squall.columnar import ColumnarBolt
-from squall.engine.fixed_parts import fixed_names
+from squall.engine.tasks.fixed_parts import fixed_names
 from squall.testing import complete_topology
 from squall.windowing import BaseWindowedBolt, Count
 

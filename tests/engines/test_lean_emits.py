@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from squall import BasicBolt, Bolt, Config, OutputCollector, Spout, TopologyBuilder
-from squall.engine.bolt_task import BoltTask
+from squall.engine.tasks.bolt_task import BoltTask
 from squall.reliability.batch import TupleBatch
 
 N = 300
@@ -246,7 +246,7 @@ class TwoStreams(Spout):
 
 
 def _spout_wave(lean: bool, n: int = 500):
-    from squall.engine.spout_task import SpoutTask
+    from squall.engine.tasks.spout_task import SpoutTask
 
     b = TopologyBuilder()
     b.set_spout("src", TwoStreams())

@@ -13,8 +13,8 @@ import pytest
 from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from squall.api.components import FailedException
 from squall.columnar import ColumnarBolt
-from squall.engine.bolt_task import BoltTask
-from squall.engine.spout_task import SpoutTask
+from squall.engine.tasks.bolt_task import BoltTask
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.reliability.ids import RootIdGenerator
 from squall.reliability.ledger import XorLedger
 from squall.reliability.settled import sent_of, unsettled

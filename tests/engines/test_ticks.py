@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from squall import Bolt, Config, InvalidTopologyException, LocalCluster, TopologyBuilder, is_tick
-from squall.engine.coordinator import Coordinator
+from squall.engine.driver.coordinator import Coordinator
+from squall.engine.driver.ticks import tick_batch
 from squall.engine.local import LocalExecutor
-from squall.engine.ticks import tick_batch
 from squall.reliability.tuple import tuples_of
 from squall.testing import AckFailMapTracker, FeederSpout
 

@@ -39,7 +39,7 @@ from squall.connectors.settings import (
     url_with_password,
 )
 from squall.connectors.spout import BrokerSpout, Message
-from squall.engine.spout_task import SpoutTask, settles_acks_in_batches
+from squall.engine.tasks.spout_task import SpoutTask, settles_acks_in_batches
 from tests.support.broker_services import wait_until
 from tests.support.broker_topology import FileSink
 

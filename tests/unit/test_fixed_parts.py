@@ -1,4 +1,4 @@
-"""engine/fixed_parts.py: fixed attributes kept by token per process, watched for changes in place."""
+"""engine/tasks/fixed_parts.py: fixed attributes kept by token per process, watched for changes in place."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from squall import BasicBolt
 from squall.api.collectors import BasicBoltExecutor
 from squall.api.components import user_instance
-from squall.engine import fixed_parts
-from squall.engine.fixed_parts import FixedPart, Watch, fixed_names
+from squall.engine.tasks import fixed_parts
+from squall.engine.tasks.fixed_parts import FixedPart, Watch, fixed_names
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from squall.engine.lost_waves import LostWaves
-from squall.engine.wave import WaveLost, WaveOutput
+from squall.engine.driver.lost_waves import LostWaves
+from squall.engine.driver.wave import WaveLost, WaveOutput
 from squall.reliability.batch import TupleBatch
 
 POISON = 7

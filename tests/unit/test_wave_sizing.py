@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from squall.engine.wave_sizing import MIN_TUPLES, OVERHEAD_SHARE, WaveSizer
+from squall.engine.driver.wave_sizing import MIN_TUPLES, OVERHEAD_SHARE, WaveSizer
 
 
 def run(sizer: WaveSizer, a: float, b: float, waves: int, supply: int | None = None, noise: float = 0.0) -> list[int]:

@@ -21,7 +21,9 @@ from typing import Any
 
 from squall.api.config import Config
 from squall.api.topology import StormTopology
-from squall.engine.driver_base import WAVE_TUPLES_CAP, DriverBase
+from squall.engine.driver.driver_base import WAVE_TUPLES_CAP, DriverBase
+from squall.engine.driver.wave import Captured, TaskStats, WaveSummary, merge_captured
+from squall.engine.driver.wave_sizing import WaveSizer
 from squall.engine.gc_tuning import tune_gc
 from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.resident.driver_spouts import DriverSpouts
@@ -30,9 +32,7 @@ from squall.engine.resident.placement import Placement, Placing, TopologyStopped
 from squall.engine.resident.pool import SlotPool
 from squall.engine.resident.recovery import Logged, SlotFailed, WaveRecovery
 from squall.engine.resident.snapshots import SnapshotStore
-from squall.engine.task_result import Counters
-from squall.engine.wave import Captured, TaskStats, WaveSummary, merge_captured
-from squall.engine.wave_sizing import WaveSizer
+from squall.engine.tasks.task_result import Counters
 from squall.observe.errors import ErrorRecord
 
 log = logging.getLogger("squall")
@@ -53,7 +53,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
     """A topology whose tasks run in the slots of `pool`."""
 
     default_wave_tuples = 2000
-    # Under a heavy load a wave lasts at least this long (squall.engine.wave_sizing): the sizer's
+    # Under a heavy load a wave lasts at least this long (squall.engine.driver.wave_sizing): the sizer's
     # a + b n fit sees a wave's fixed cost as a few ms, but a small wave pays more (each task's
     # per-batch work), and under a full load max pending bounds latency anyway.
     min_wave_secs = 0.3

@@ -11,12 +11,12 @@ import numpy as np
 
 from squall.api.config import component_conf
 from squall.api.rebinding import restoring
+from squall.engine.driver.wave import add_captured
 from squall.engine.resident import wire
 from squall.engine.resident.messages import DRIVER, AckPart
-from squall.engine.sealing import dumps
-from squall.engine.spout_runner import SpoutRunner, take_kept
-from squall.engine.spout_task import SpoutTask
-from squall.engine.wave import add_captured
+from squall.engine.tasks.sealing import dumps
+from squall.engine.tasks.spout_runner import SpoutRunner, take_kept
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.reliability.acker import Verdict
 from squall.reliability.settled import Sent
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from squall.engine.spout_runner import SpoutFigures
-from squall.engine.task_result import Counters
-from squall.engine.wave import Captured
+from squall.engine.driver.wave import Captured
+from squall.engine.tasks.spout_runner import SpoutFigures
+from squall.engine.tasks.task_result import Counters
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
 from squall.reliability.pending import FailReason

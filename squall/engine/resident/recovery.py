@@ -2,7 +2,7 @@
 every few waves; when a slot dies every task goes back to the last snapshot all of them wrote, the
 dead slot's tasks move to live slots, and the waves logged since run again from the batches their
 spout tasks kept. A wave that kills slots each time it runs is lost: its tuples fail (or, when
-some were lost before, it is split in halves to isolate the poison), as squall.engine.lost_waves
+some were lost before, it is split in halves to isolate the poison), as squall.engine.driver.lost_waves
 does on the local engine."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from squall.api.config import Config
+from squall.engine.driver.wave import Captured, merge_captured
 from squall.engine.resident.messages import DRIVER, Rollback
 from squall.engine.resident.placement import SlotFailed, TopologyStopped
 from squall.engine.resident.snapshots import SnapshotStore
-from squall.engine.spout_runner import Pulled, take_kept
-from squall.engine.wave import Captured, merge_captured
+from squall.engine.tasks.spout_runner import Pulled, take_kept
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 
@@ -218,7 +218,7 @@ class WaveRecovery:
 
     def _lost(self, e: Logged, every: np.ndarray, suspects: bool) -> None:
         """Logged wave `e` killed slots every time it ran (once, when it holds a tuple lost before):
-        its tuples fail, or it is split in halves when some were lost before (squall.engine.lost_waves:
+        its tuples fail, or it is split in halves when some were lost before (squall.engine.driver.lost_waves:
         the same policy)."""
         i = self.log.index(e)
         self.lost_waves += 1

@@ -7,11 +7,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from squall.engine.fixed_parts import FixedPart
 from squall.engine.resident.messages import Rollback, SnapshotInfo
 from squall.engine.resident.slot_ackers import merge_verdicts
 from squall.engine.resident.snapshots import SnapshotFile
-from squall.engine.task_host import TaskHost
+from squall.engine.tasks.fixed_parts import FixedPart
+from squall.engine.tasks.task_host import TaskHost
 from squall.reliability.acker import AckerPartition, Verdict
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import numpy as np
 
 from squall.api.config import Config, component_conf
 from squall.engine.resident.messages import DRIVER
-from squall.engine.spout_runner import SpoutRunner, take_kept
-from squall.engine.spout_task import SpoutTask
+from squall.engine.tasks.spout_runner import SpoutRunner, take_kept
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.observe.errors import ErrorRecord
 from squall.reliability.acker import Verdict
 

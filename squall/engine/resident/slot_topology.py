@@ -25,9 +25,9 @@ from squall.engine.resident.slot_ackers import AckerWave, SlotAckers
 from squall.engine.resident.slot_recovery import SlotRecovery
 from squall.engine.resident.slot_spouts import SlotSpouts
 from squall.engine.resident.snapshots import SnapshotStore
-from squall.engine.sealing import dumps
-from squall.engine.spout_runner import Pulled, SpoutRunner, take_kept
-from squall.engine.task_host import TaskHost
+from squall.engine.tasks.sealing import dumps
+from squall.engine.tasks.spout_runner import Pulled, SpoutRunner, take_kept
+from squall.engine.tasks.task_host import TaskHost
 from squall.observe.errors import ErrorRecord
 from squall.reliability.acker import AckerPartition
 from squall.reliability.anchoring import combine

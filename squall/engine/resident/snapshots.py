@@ -1,7 +1,7 @@
 """Snapshot files: each slot writes its tasks' state at a snapshot wave to one file under the
 topology's snapshot directory (in `squall.checkpoint.dir`, which every host sees), and reads the
 files of any slot when it restores tasks after a failure (docs/design.md). The driver hears only
-the file's name and size. A bolt's fixed attributes (squall.engine.fixed_parts) are written once,
+the file's name and size. A bolt's fixed attributes (squall.engine.tasks.fixed_parts) are written once,
 to a file of their own named by their token.
 
 Files are written to a temporary name and renamed, so a reader never sees half a file. They are
@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 
 from squall.api.config import Config
-from squall.engine.fixed_parts import FixedPart
+from squall.engine.tasks.fixed_parts import FixedPart
 
 
 @dataclass

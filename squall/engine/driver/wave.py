@@ -7,7 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
-from squall.engine.task_result import Counters, TaskResult
+from squall.engine.tasks.task_result import Counters, TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
 from squall.reliability.pending import FailReason

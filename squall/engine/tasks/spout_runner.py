@@ -18,7 +18,7 @@ import numpy as np
 
 from squall.api.config import Config
 from squall.engine.gc_tuning import gc_paused
-from squall.engine.spout_task import SpoutTask
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import latency_counts
 from squall.reliability.batch import TupleBatch
@@ -232,7 +232,7 @@ class SpoutRunner:
                 nfailed = len(popped.msg_ids)
         return acked, nfailed
 
-    # -- lost waves (squall.engine.lost_waves has the local engine's policy) ---------------
+    # -- lost waves (squall.engine.driver.lost_waves has the local engine's policy) ---------------
 
     def replay_key(self, msg_id: Any) -> Any:
         """What stays the same when the spout replays this tuple (Spout.replay_key), as a dict key."""

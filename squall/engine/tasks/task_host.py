@@ -17,11 +17,11 @@ import numpy as np
 
 from squall.api.config import component_conf
 from squall.api.topology import StormTopology
-from squall.engine.bolt_task import BoltTask
-from squall.engine.fixed_parts import FixedPart
-from squall.engine.sealing import portable_captured, seal_outputs
-from squall.engine.task_kinds import bolt_task_class
-from squall.engine.task_result import Counters, TaskResult
+from squall.engine.tasks.bolt_task import BoltTask
+from squall.engine.tasks.fixed_parts import FixedPart
+from squall.engine.tasks.sealing import portable_captured, seal_outputs
+from squall.engine.tasks.task_kinds import bolt_task_class
+from squall.engine.tasks.task_result import Counters, TaskResult
 from squall.reliability.batch import TupleBatch
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from squall.engine.wave import WaveLost, WaveOutput, merge_outputs
+from squall.engine.driver.wave import WaveLost, WaveOutput, merge_outputs
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch, select_roots
 from squall.reliability.pending import FailReason

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from squall.api.context import TopologyContext
 from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
-from squall.engine.task_result import TaskResult
+from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.routing.tuples import stream_routes
 

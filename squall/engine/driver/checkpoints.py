@@ -27,7 +27,7 @@ from squall.api.checkpoint import (
     PREPARE,
 )
 from squall.api.config import Config
-from squall.engine.ticks import TickSchedule, _Ticking
+from squall.engine.driver.ticks import TickSchedule, _Ticking
 from squall.reliability.batch import TupleBatch
 
 

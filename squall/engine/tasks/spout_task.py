@@ -14,10 +14,10 @@ from squall.api.components import Spout
 from squall.api.rebinding import restoring
 from squall.api.spout_collector import SpoutOutputCollector
 from squall.api.topology import StormTopology
-from squall.engine.outputs import EmitValues, bucket_children, group_children
-from squall.engine.sealing import crosses, crosses_all, describe, unserializable_rows
-from squall.engine.task import TaskBase
-from squall.engine.task_result import TaskResult
+from squall.engine.tasks.outputs import EmitValues, bucket_children, group_children
+from squall.engine.tasks.sealing import crosses, crosses_all, describe, unserializable_rows
+from squall.engine.tasks.task import TaskBase
+from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import Anchors
 from squall.reliability.batch import one_each

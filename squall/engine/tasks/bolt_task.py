@@ -16,12 +16,12 @@ from squall.api.components import BasicBolt, Bolt, user_instance
 from squall.api.config import Config
 from squall.api.rebinding import restoring
 from squall.api.topology import StormTopology
-from squall.engine import fixed_parts
-from squall.engine.fixed_parts import FixedPart, Watch, fixed_names
 from squall.engine.gc_tuning import gc_paused
-from squall.engine.outputs import bucket_children, group_children
-from squall.engine.task import TaskBase
-from squall.engine.task_result import TaskResult
+from squall.engine.tasks import fixed_parts
+from squall.engine.tasks.fixed_parts import FixedPart, Watch, fixed_names
+from squall.engine.tasks.outputs import bucket_children, group_children
+from squall.engine.tasks.task import TaskBase
+from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
 from squall.reliability.bolt_trees import (
@@ -59,7 +59,7 @@ class BoltTask(TaskBase):
         self.settling = np.array(sorted(self.settle_to), np.int64) if self.settle_to else None
         self._bucket_tasks: np.ndarray | None = None  # lean bucket -> target task id (made on first use)
         self._buckets_settle = False  # every lean bucket's task settles whole (reliability/settled.py)
-        # fixed_attributes (engine/fixed_parts.py): as last carried, and as this process watches them
+        # fixed_attributes (engine/tasks/fixed_parts.py): as last carried, and as this process watches them
         self._fixed: FixedPart | None = None
         self._watch: Watch | None = None
         self._fixed_off = False  # changed in place once: the instance is carried whole from then on

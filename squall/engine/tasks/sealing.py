@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from squall.engine.task_result import TaskResult
+from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch, take_rows
 from squall.reliability.pending import FailReason

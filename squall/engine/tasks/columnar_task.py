@@ -20,8 +20,8 @@ from squall.columnar.acking import ack_rows
 from squall.columnar.batch import ColumnBatch, as_columns, concat
 from squall.columnar.collector import ColumnarCollector
 from squall.columnar.outputs import column_children
-from squall.engine.bolt_task import BoltTask
-from squall.engine.task_result import TaskResult
+from squall.engine.tasks.bolt_task import BoltTask
+from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.anchoring import Anchors, ack_messages, keys_of, roots_of_rows
 from squall.reliability.bolt_trees import batch_anchors, execute_salt

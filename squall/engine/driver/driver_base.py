@@ -15,11 +15,11 @@ import numpy as np
 
 from squall.api.config import Config, effective_conf
 from squall.api.topology import StormTopology
-from squall.engine.checkpoints import CheckpointSchedule
-from squall.engine.spout_runner import SpoutFigures
-from squall.engine.task_result import Counters
-from squall.engine.ticks import TickSchedule
-from squall.engine.wave import Captured, add_captured, merge_captured
+from squall.engine.driver.checkpoints import CheckpointSchedule
+from squall.engine.driver.ticks import TickSchedule
+from squall.engine.driver.wave import Captured, add_captured, merge_captured
+from squall.engine.tasks.spout_runner import SpoutFigures
+from squall.engine.tasks.task_result import Counters
 from squall.observe.errors import ErrorRecord
 from squall.observe.stats import ComponentStats
 from squall.observe.watch import TopologyWatch

@@ -8,7 +8,7 @@ made, by token, for the run. An attribute reassigned (`self.table = new`) is see
 object) and carried anew. One changed in place breaks the contract: every
 squall.fixed.check.waves waves of the task (more for big ones) the process holding it pickles it
 again and compares (`Watch`). On a change the task reports it and carries the whole instance in
-every snapshot from then on (engine/bolt_task.py).
+every snapshot from then on (engine/tasks/bolt_task.py).
 """
 
 from __future__ import annotations

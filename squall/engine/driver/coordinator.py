@@ -16,14 +16,14 @@ import numpy as np
 
 from squall.api.config import Config, component_conf
 from squall.api.topology import StormTopology
-from squall.engine.driver_base import WAVE_TUPLES_CAP, DriverBase, concat_u64
+from squall.engine.driver.driver_base import WAVE_TUPLES_CAP, DriverBase, concat_u64
+from squall.engine.driver.lost_waves import LostWaves
+from squall.engine.driver.wave import Executor, WaveOutput, WaveSummary
+from squall.engine.driver.wave_sizing import WaveSizer
 from squall.engine.gc_tuning import tune_gc
-from squall.engine.lost_waves import LostWaves
 from squall.engine.malloc_tuning import tune_malloc
-from squall.engine.spout_runner import SpoutRunner
-from squall.engine.spout_task import SpoutTask
-from squall.engine.wave import Executor, WaveOutput, WaveSummary
-from squall.engine.wave_sizing import WaveSizer
+from squall.engine.tasks.spout_runner import SpoutRunner
+from squall.engine.tasks.spout_task import SpoutTask
 from squall.observe.dead_letter import make_sink
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
@@ -185,7 +185,7 @@ class Coordinator(DriverBase):
             self.absorb_spout(runner.task_id, runner.component, runner.take_figures())
         self.watch.end_wave()
 
-    # -- lost waves (the policy is squall.engine.lost_waves) ---------------------------------
+    # -- lost waves (the policy is squall.engine.driver.lost_waves) ---------------------------------
 
     def _run_job(self, outputs: list[tuple[int, TupleBatch]]) -> WaveOutput:
         return self.executor.run_wave(outputs, self.wave, self.wave_time())
