@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from squall.api.collectors import BasicOutputCollector, OutputCollector
+    from squall.api.context import TopologyContext
+    from squall.api.spout_collector import SpoutOutputCollector
+    from squall.api.topology import OutputFieldsDeclarer
+    from squall.reliability.pending import FailReason
+    from squall.reliability.tuple import Tuple
 
 
 class FailedException(Exception):
@@ -44,7 +52,7 @@ class Component:
         Storm runs a windowed or stateful bolt)."""
         return self
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare each output stream's fields with `declarer.declare([...], stream=...)`."""
 
     def check_engine(self, engine: str, conf: dict) -> None:
@@ -65,7 +73,7 @@ class Spout(Component):
     asks for tuples, never concurrently with each other.
     """
 
-    def open(self, conf: dict, context: Any, collector: Any) -> None: ...
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None: ...
 
     def next_tuple(self) -> None:
         """Emit zero or more tuples, and return promptly: the wave waits for it. Emitting nothing
@@ -82,7 +90,7 @@ class Spout(Component):
         for m in msg_ids:
             self.ack(m)
 
-    def fail(self, msg_id: Any, reason: Any = None) -> None:
+    def fail(self, msg_id: Any, reason: FailReason | None = None) -> None:
         """The tree of `msg_id` failed or timed out: replay it (emit it again) if it should be.
 
         A `fail` that accepts a `reason` keyword (as this one does) receives a `FailReason`:
@@ -109,9 +117,9 @@ class Bolt(Component):
 
     _bolt_kind = "bolt"
 
-    def prepare(self, conf: dict, context: Any, collector: Any) -> None: ...
+    def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None: ...
 
-    def execute(self, tuple: Any) -> None:  # noqa: A002 - Storm's parameter name
+    def execute(self, tuple: Tuple) -> None:  # noqa: A002 - Storm's parameter name
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, tuple)")
 
     def finish_wave(self) -> None:
@@ -129,9 +137,9 @@ class BasicBolt(Component):
     _bolt_kind = "basic"
     _settles_inputs = True  # it acks each input when `execute` returns, or fails it: it cannot hold one
 
-    def prepare(self, conf: dict, context: Any) -> None: ...
+    def prepare(self, conf: dict, context: TopologyContext) -> None: ...
 
-    def execute(self, tuple: Any, collector: Any) -> None:  # noqa: A002
+    def execute(self, tuple: Tuple, collector: BasicOutputCollector) -> None:  # noqa: A002
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, tuple, collector)")
 
     def cleanup(self) -> None: ...

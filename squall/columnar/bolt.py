@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from squall.api.context import TopologyContext
+    from squall.columnar.collector import ColumnarCollector
 
 from squall.api.components import Component
 
@@ -19,9 +25,9 @@ class ColumnarBolt(Component):
     _bolt_kind = "columnar"
     _settles_inputs = True  # every input row is acked or failed when execute_batch returns
 
-    def prepare(self, conf: dict, context: Any) -> None: ...
+    def prepare(self, conf: dict, context: TopologyContext) -> None: ...
 
-    def execute_batch(self, batch: Any, collector: Any) -> None:
+    def execute_batch(self, batch: pa.RecordBatch, collector: ColumnarCollector) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define execute_batch(self, batch, collector)")
 
     def cleanup(self) -> None: ...

@@ -12,7 +12,6 @@ The Tuple slots `_b`, `_i`, `_done` and `_out` are written here (and `_done` by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Protocol
@@ -200,12 +199,21 @@ def settle_held(stores: list[HeldStore], sink: MessageSink, counts: Any) -> None
         store.release()
 
 
-def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails: list[tuple[Tuple, Any]],
-                  resets: list[Tuple], out_ack: np.ndarray, sink: MessageSink, component: str,
-                  task_id: int, own_acks: bool = False, acked_rows: Sequence[int] = ()) -> None:
-    """Ack messages for acked inputs, zero messages for resets, failed roots with reasons.
-    `own_acks`: every acked tuple is a row of `batch` (a BasicBolt's), so none is looked at alone;
-    `acked_rows`: more acked rows of `batch`, with no Tuple (such a bolt's too)."""
+class InputVerdicts(Protocol):
+    """What a bolt decided about its inputs since the last flush (its collector's record)."""
+
+    acks: list[Tuple]
+    fails: list[tuple[Tuple, Any]]  # (tuple, FailReason or None)
+    resets: list[Tuple]  # reset_timeout
+    ack_rows: list[int]  # more acked rows of the batch, with no Tuple (a BasicBolt's)
+
+
+def settle_inputs(batch: Any, anchors: Anchors | None, verdicts: InputVerdicts, out_ack: np.ndarray,
+                  sink: MessageSink, failed: FailReason, own_acks: bool = False) -> None:
+    """Ack messages for acked inputs, zero messages for resets, failed roots with reasons (`failed`
+    where the bolt gave none). `own_acks`: every acked tuple is a row of `batch` (a BasicBolt's),
+    so none is looked at alone."""
+    acks, fails, resets, acked_rows = verdicts.acks, verdicts.fails, verdicts.resets, verdicts.ack_rows
     if anchors is None and (own_acks or all(t._b is batch for t in acks)) \
             and all(f[0]._b is batch for f in fails) and all(t._b is batch for t in resets):
         return  # nothing here is tracked
@@ -241,7 +249,7 @@ def settle_inputs(batch: Any, anchors: Anchors | None, acks: list[Tuple], fails:
     for t, reason in fails:
         roots, _ = t._b.anchors_of(t._i)
         if len(roots):
-            why = reason or FailReason("failed", component, task_id)
+            why = reason or failed
             for r in roots.tolist():
                 sink.fail_roots.append(r)
                 sink.fail_reasons.append(why)

@@ -4,6 +4,7 @@ compute ids, anchors and ack messages for the whole batch at once."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -64,6 +65,11 @@ class BoltTask(TaskBase):
         self._watch: Watch | None = None
         self._fixed_off = False  # changed in place once: the instance is carried whole from then on
         self._fixed_told: frozenset[str] = frozenset()  # declared names found missing, reported once
+
+    @functools.cached_property
+    def _failed_here(self) -> FailReason:
+        """The reason of an input this task's bolt failed without giving one."""
+        return FailReason("failed", self.component, self.task_id)
 
     @property
     def settles_whole(self) -> bool:
@@ -354,8 +360,7 @@ class BoltTask(TaskBase):
             res.failed += len(rec.fails)
             held = getattr(self.bolt, "held_acks", None)  # a bolt that holds its acks (a stateful bolt)
             sink = res if held is None else held.sink_for(res)
-            settle_inputs(batch, anchors, rec.acks, rec.fails, rec.resets, out_ack, sink, self.component, self.task_id,
-                          own_acks=self.settles_whole, acked_rows=rec.ack_rows)
+            settle_inputs(batch, anchors, rec, out_ack, sink, self._failed_here, own_acks=self.settles_whole)
         if rec.held:
             settle_held(rec.held, res, res)
         if self.debug:
