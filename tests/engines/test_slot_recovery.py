@@ -297,22 +297,33 @@ def test_a_spout_slot_killed_mid_stream_loses_nothing_and_counts_once(spark_sess
 
 class SpoutOpeningFlakily(Spout):
     """Emits 0..limit-1 from each open (a replaying source); a lock taken in `open` keeps it from
-    pickling, so a recovery opens it anew. Its opens are counted in a file (they happen in the
-    slots' processes): the 2nd and 3rd raise, as a broker unreachable for a moment would."""
+    pickling, so a recovery opens it anew. Its calls are logged in a file (they happen in the
+    slots' processes); the opens numbered in `failing` raise, as a broker unreachable for a
+    moment would."""
 
-    def __init__(self, limit: int, opens: str):
+    def __init__(self, limit: int, calls: str, failing: tuple[int, ...] = ()):
         self.limit = limit
-        self.opens = opens
+        self.calls = calls
+        self.failing = failing
+
+    def _log(self, call: str) -> int:
+        with open(self.calls, "a") as f:
+            f.write(call + "\n")
+        return Path(self.calls).read_text().splitlines().count(call)
 
     def open(self, conf, context, collector):
-        with open(self.opens, "a") as f:
-            f.write("open\n")
-        n = len(Path(self.opens).read_text().splitlines())
-        if n in (2, 3):
+        n = self._log("open")
+        if n in self.failing:
             raise ConnectionError(f"broker unreachable (open {n})")
         self.lock = threading.Lock()
         self.c = collector
         self.i = 0
+
+    def activate(self):
+        self._log("activate")
+
+    def deactivate(self):
+        self._log("deactivate")
 
     def declare_output_fields(self, d):
         d.declare(["n"])
@@ -337,7 +348,7 @@ def test_a_spout_that_cannot_open_in_a_recovery_is_tried_again(spark_session, tm
     every number is still processed."""
     limit, opens = 4000, tmp_path / "opens"
     b = TopologyBuilder()
-    b.set_spout("src", SpoutOpeningFlakily(limit, str(opens)))
+    b.set_spout("src", SpoutOpeningFlakily(limit, str(opens), failing=(2, 3)))
     b.set_bolt("pass", Echo(), parallelism=2).shuffle_grouping("src")
     with LocalCluster(engine="spark", spark=spark_session, capture=True) as cluster:
         cluster.submit_topology("flaky", {Config.SQUALL_WAVE_MAX_TUPLES: 100}, b.create_topology())
@@ -349,10 +360,45 @@ def test_a_spout_that_cannot_open_in_a_recovery_is_tried_again(spark_session, tm
         cluster.wait_idle(120)
         errors = cluster.get_errors("flaky")
         seen = {row[0] for rows in coord.captured["pass"]["default"].values() for row in rows}
-    assert opens.read_text().splitlines() == ["open"] * 4
+    assert opens.read_text().splitlines() == ["open", "activate", "open", "open", "open", "activate"]
     assert coord.rollbacks >= 1
     assert sum("broker unreachable" in str(e) for e in errors) == 2, "\n".join(map(str, errors))
     assert seen == set(range(limit))
+
+
+def test_a_spout_made_again_while_deactivated_is_not_activated(spark_session, tmp_path):
+    """As Storm: a spout task made anew while its topology is deactivated is opened, not
+    activated; activating the topology activates it."""
+    calls = tmp_path / "calls"
+    b = TopologyBuilder()
+    b.set_spout("src", SpoutOpeningFlakily(10**9, str(calls)))
+    b.set_bolt("pass", Echo(), parallelism=2).shuffle_grouping("src")
+    with LocalCluster(engine="spark", spark=spark_session) as cluster:
+        cluster.submit_topology("idle", {Config.SQUALL_WAVE_MAX_TUPLES: 100}, b.create_topology())
+        coord = cluster.coordinator("idle")
+        deadline = time.monotonic() + 60
+        while coord.waves_done < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        cluster.deactivate("idle")
+        deadline = time.monotonic() + 60
+        while "deactivate" not in calls.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        kill_slots(cluster, "idle", [coord.placement.spouts[min(coord.placement.spouts)]])
+        deadline = time.monotonic() + RESTART_SECS
+        while coord.rollbacks < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        waves = coord.waves_done
+        while coord.waves_done < waves + 2 and time.monotonic() < deadline:  # the slots rolled back by then
+            time.sleep(0.05)
+        opened_again = calls.read_text().splitlines()
+        cluster.activate("idle")
+        deadline = time.monotonic() + 60
+        while calls.read_text().splitlines()[-1] != "activate" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not cluster.get_errors("idle")
+    assert coord.rollbacks >= 1
+    assert opened_again == ["open", "activate", "deactivate", "open"]
+    assert calls.read_text().splitlines() == ["open", "activate", "deactivate", "open", "activate"]
 
 
 def test_no_tuple_crosses_the_drivers_connections(spark_session):

@@ -117,6 +117,7 @@ class Rollback:
     sources: dict[tuple[str, int], str]  # ("bolt" | "spout" | "acker", id) -> snapshot file
     spouts: dict[int, int | None]  # moved spout task -> verdicts applied at its snapshot (None: made anew)
     through: int  # the last wave before the rollback: verdicts are counted again from there
+    active: bool = True  # the topology is active: a spout made anew is activated after open (as Storm)
 
 
 @dataclass

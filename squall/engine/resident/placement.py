@@ -105,7 +105,7 @@ class Placing:
         new = [s for s in slots if s not in self._loaded]
         self.participants = slots
         for s in new:  # in the message itself: a frame on the driver's links is tuple payload (wire.Meter)
-            self.pool.slots[s].send(("load", self.uid, blob, recovering))
+            self.pool.slots[s].send(("load", self.uid, blob, recovering, self.active))
         limit = LOAD_SECS + (float(self.conf[Config.SQUALL_SPOUT_OPEN_RETRY_SECS]) if recovering else 0.0)
         deadline = time.monotonic() + limit
         while not set(new) <= self._loaded and self._crash is None:

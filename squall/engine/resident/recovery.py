@@ -159,7 +159,7 @@ class WaveRecovery:
         log.warning("%s: slot(s) %s lost; rolling back to snapshot %d and running %d wave(s) again on slots %s",
                     self.name, sorted(dead), self.confirmed, len(self.log), slots)
         self._load(blob, slots, recovering=True)
-        plan = Rollback(self.confirmed, blob, self.sources.get(self.confirmed, {}), moved, self.wave)
+        plan = Rollback(self.confirmed, blob, self.sources.get(self.confirmed, {}), moved, self.wave, self.active)
         self._captured_since.clear()
         for e in self.log:  # every task is back before them: each runs again
             e.done = False

@@ -96,9 +96,9 @@ class SlotProcess:
             self.peers.set_book(msg[1])
             return
         if kind == "load":
-            _, uid, setup, recovering = msg
+            _, uid, setup, recovering, active = msg
             if uid not in self.topologies:
-                self.topologies[uid] = SlotTopology(self, uid, setup, recovering)
+                self.topologies[uid] = SlotTopology(self, uid, setup, recovering, active)
             self.send(DRIVER, ("loaded", uid, self.index))
             return
         if kind == "peer_gone":

@@ -46,6 +46,7 @@ class SlotRecovery:
         restored from its file (or made anew), spout tasks that moved here restored or opened, live
         spout tasks left as they are; then the messages of the new epoch that came early."""
         self.epoch = epoch
+        self.active = plan.active
         self.waves.clear()
         self.acker_waves.clear()
         self.verdicts_heard.clear()
@@ -85,6 +86,7 @@ class SlotRecovery:
             blob = f.spouts.get(tid, (None, 0))[0] if f is not None else None
             self.runners[tid] = self._restore_spout(tid, blob) if blob is not None else \
                 self._open_spout(tid, self._open_retry_secs())
+        self._set_active(self.active)  # a restored spout as the topology is now, not as at its snapshot
         for tid in set(self.kept_tasks()) - set(self.runners):
             self._forget_kept(tid)
         for acker in self.ackers.values():  # verdicts a restored spout's snapshot did not have yet

@@ -41,7 +41,10 @@ class SlotSpouts:
             runner = SpoutRunner(st, conf, self._nackers > 0)
             try:
                 st.open()
-                st.spout.activate()  # as Storm: an active topology's spouts are activated after open
+                if self.active:
+                    st.spout.activate()  # as Storm: an active topology's spouts are activated after open
+                else:
+                    st.active = False
             except Exception as e:
                 if time.monotonic() + delay > deadline:
                     if failures:
@@ -81,6 +84,7 @@ class SlotSpouts:
             runner.apply(v.completed, v.failed, reasons, now)
 
     def _set_active(self, active: bool) -> None:
+        self.active = active
         for runner in self.runners.values():
             st = runner.task
             if st.active != active:

@@ -67,7 +67,8 @@ class WaveState:
 class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
     """A topology's spout tasks, bolt tasks and acker partitions in this slot."""
 
-    def __init__(self, slot: SlotProcess, uid: str, setup_blob: bytes, recovering: bool = False):
+    def __init__(self, slot: SlotProcess, uid: str, setup_blob: bytes, recovering: bool = False,
+                 active: bool = True):
         from pyspark import cloudpickle  # noqa: PLC0415 - components may be lambdas or local classes
 
         self.slot = slot
@@ -76,6 +77,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.setup: Setup = cloudpickle.loads(setup_blob)
         self.epoch = 0
         self.stash: list[tuple] = []  # messages of a newer epoch, held until its rollback comes
+        self.active = active  # the topology's state, for spouts made here later (a rollback)
         self.store = SnapshotStore.of(self.setup.conf, uid)
         self.store.check_probe(self.setup.probe)
         self._fixed_written: set[int] = set()
