@@ -15,6 +15,7 @@ open until the results are processed downstream.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from squall.trident.operations import (
     TridentCollector,
     TridentTuple,
 )
+
+Report = Callable[[BaseException | str], None]  # a bolt's report_error
 
 
 @dataclass
@@ -71,12 +74,12 @@ def _tt(row: list, spec: Any) -> TridentTuple:
     return TridentTuple([row[i] for i in spec.idx], spec.names)
 
 
-def run_ops(ops: list[OpSpec], rows: list[list]) -> list[list]:
+def run_ops(ops: list[OpSpec], rows: list[list], report: Report | None = None) -> list[list]:
     for op in ops:
         if op.kind == "each":
             out = []
             for r in rows:
-                c = TridentCollector()
+                c = TridentCollector(report)
                 op.op.execute(_tt(r, op), c)
                 out.extend(r + e for e in c.out)
             rows = out
@@ -89,7 +92,7 @@ def run_ops(ops: list[OpSpec], rows: list[list]) -> list[list]:
     return rows
 
 
-def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list]) -> list[list]:
+def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list], report: Report | None = None) -> list[list]:
     """One batch's aggregation in this partition: [batch, *group, *result] rows."""
     groups: dict[tuple, list[list]] = {}
     for r in rows:
@@ -109,7 +112,7 @@ def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list]) -> list[list]:
                 acc = agg.reduce(acc, _tt(r, head))
             out.append([batch, *key, acc])
         else:
-            c = TridentCollector()
+            c = TridentCollector(report)
             st = agg.init(batch, c)
             for r in members:
                 ret = agg.aggregate(st, _tt(r, head), c)
@@ -120,11 +123,21 @@ def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list]) -> list[list]:
     return out
 
 
-def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> None:
+def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> list[Any]:
+    """Each operation's `prepare`, once per task; the operations, to clean up at the end."""
     for o in objs:
         prep = getattr(o, "prepare", None)
         if prep is not None:
             prep(conf, context)
+    return objs
+
+
+def _cleanup_ops(objs: list[Any]) -> None:
+    """Each prepared operation's `cleanup`, as Storm calls it when the topology is killed."""
+    for o in objs:
+        cleanup = getattr(o, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
 
 
 def for_engine(factory: Any, engine: str, conf: dict) -> Any:
@@ -152,7 +165,7 @@ class ProcessorBolt(Bolt):
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.c = collector
         seg = self.segment
-        _prepare_ops([o.op for o in seg.ops] + ([seg.head.op] if seg.head else []), conf, context)
+        self._ops = _prepare_ops([o.op for o in seg.ops] + ([seg.head.op] if seg.head else []), conf, context)
         self._where = (dict(conf), context.this_task_index, len(context.component_tasks(context.this_component_id)))
         self.state = None  # made on first use: a state holds a connection, never carried between waves
         self.held: dict[Any, Any] = {}  # batch -> the tuple that keeps its tree open
@@ -161,6 +174,9 @@ class ProcessorBolt(Bolt):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "state": None}
+
+    def cleanup(self) -> None:
+        _cleanup_ops(getattr(self, "_ops", []))  # none when the task was never prepared
 
     def _hold(self, t: Any, batch: Any) -> None:
         if batch in self.held:
@@ -178,7 +194,7 @@ class ProcessorBolt(Bolt):
             self.rows.setdefault(batch, []).append(row)
             self._hold(t, batch)
             return
-        rows = run_ops(seg.ops, [values])
+        rows = run_ops(seg.ops, [values], self.c.report_error)
         if seg.tail is not None:
             self._combine(batch, rows)
             self._hold(t, batch)
@@ -202,7 +218,7 @@ class ProcessorBolt(Bolt):
         for batch, rows in self.rows.items():
             try:
                 out = self._head(batch, rows)
-                out = run_ops(seg.ops, out)
+                out = run_ops(seg.ops, out, self.c.report_error)
                 if seg.tail is not None:
                     self._combine(batch, out)
                 else:
@@ -229,7 +245,7 @@ class ProcessorBolt(Bolt):
     def _head(self, batch: Any, rows: list[list]) -> list[list]:
         head = self.segment.head
         if head.kind == "aggregate":
-            return aggregate_rows(head, batch, rows)
+            return aggregate_rows(head, batch, rows, self.c.report_error)
         if head.kind == "join":
             return join_rows(head.op, batch, rows)
         tts = [_tt(r, head) for r in rows]
@@ -238,7 +254,7 @@ class ProcessorBolt(Bolt):
         results = head.op.batch_retrieve(self.state, tts)
         out = []
         for r, tt, res in zip(rows, tts, results):
-            c = TridentCollector()
+            c = TridentCollector(self.c.report_error)
             head.op.execute(tt, res, c)
             out.extend(r + e for e in c.out)
         return out
@@ -271,7 +287,7 @@ class StateBolt(Bolt):
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.c = collector
-        _prepare_ops([self.spec.op], conf, context)
+        self._ops = _prepare_ops([self.spec.op], conf, context)
         n = len(context.component_tasks(context.this_component_id))
         self._where = (dict(conf), context.this_task_index, n)
         self.state = None  # made on first use: a state holds a connection, never carried between waves
@@ -333,7 +349,7 @@ class StateBolt(Bolt):
     def _apply(self, state: Any, pend: dict[tuple, Any]) -> list[list]:
         spec = self.spec
         if spec.mode == "update":
-            c = TridentCollector()
+            c = TridentCollector(self.c.report_error)
             spec.op.update_state(state, pend.get((), []), c)
             return c.out
         if not pend:
@@ -347,6 +363,7 @@ class StateBolt(Bolt):
         return [[*k, v] for k, v in zip(keys, new)]
 
     def cleanup(self) -> None:
+        _cleanup_ops(getattr(self, "_ops", []))  # none when the task was never prepared
         close = getattr(self.state, "close", None) if self.state is not None else None
         if close is not None:
             close()

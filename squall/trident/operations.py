@@ -3,7 +3,7 @@ they receive. Names and contracts follow Storm's Trident API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from squall.reliability.batch import field_index_of
@@ -49,16 +49,20 @@ class TridentTuple:
 class TridentCollector:
     """Collects what a function emits for one input: each emit appends new fields."""
 
-    __slots__ = ("out",)
+    __slots__ = ("out", "report")
 
-    def __init__(self) -> None:
+    def __init__(self, report: Callable[[BaseException | str], None] | None = None) -> None:
         self.out: list[list] = []
+        self.report = report  # the bolt's report_error; None outside a topology
 
     def emit(self, values: Sequence[Any]) -> None:
         self.out.append(list(values))
 
     def report_error(self, error: BaseException | str) -> None:
-        raise error if isinstance(error, BaseException) else RuntimeError(error)
+        """As Storm: the error is the task's to see (an error record), and the batch goes on."""
+        if self.report is None:
+            raise error if isinstance(error, BaseException) else RuntimeError(error)
+        self.report(error)
 
 
 class Operation:

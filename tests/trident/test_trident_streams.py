@@ -224,3 +224,45 @@ def test_memory_state_on_every_engine_with_a_replayed_batch(cluster_kwargs, engi
     assert counts.multi_get([[w] for w in words]) == [truth[w] for w in words]
     assert sorted((k[0], v) for k, v in factory.items()) == sorted(truth.items())  # the driver holds them
 
+
+
+class LengthOrReport(BaseFunction):
+    """The word's length; a word with a digit is reported (report_error) and emits nothing.
+    `prepare` and `cleanup` are logged to a file (they run in the slots on Spark)."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def _note(self, what):
+        with open(self.log, "a") as f:
+            f.write(what + "\n")
+
+    def prepare(self, conf, context):
+        self._note("prepare")
+
+    def execute(self, t, c):
+        if any(ch.isdigit() for ch in t[0]):
+            c.report_error(f"not a word: {t[0]!r}")
+            return
+        c.emit([len(t[0])])
+
+    def cleanup(self):
+        self._note("cleanup")
+
+
+def test_an_operation_reports_errors_and_is_cleaned_up(cluster_kwargs, engine, tmp_path):
+    """As Storm: `TridentCollector.report_error` records the error and the batch goes on (the
+    other words are counted), and every prepared operation's `cleanup` runs at shutdown."""
+    log = tmp_path / "calls"
+    t = TridentTopology()
+    lengths = (t.new_stream("s", FixedBatchSpout(["sentence"], 2, ["an apple r2d2"], ["tree"], ["c3po day"]))
+               .each(["sentence"], Split(), ["word"])
+               .each(["word"], LengthOrReport(str(log)), ["len"])
+               .group_by(["word"])
+               .persistent_aggregate(MemoryMapState.factory("transactional"), ["len"], Sum(), ["total"]))
+    _, errors = run(cluster_kwargs, t.build())
+    assert sorted(e.error for e in errors) == ["not a word: 'c3po'", "not a word: 'r2d2'"]
+    assert {e.kind for e in errors} == {"reported"}
+    assert lengths.multi_get([["an"], ["apple"], ["tree"], ["day"], ["r2d2"]]) == [2, 5, 4, 3, None]
+    calls = log.read_text().splitlines()
+    assert calls.count("prepare") >= 1 and calls.count("cleanup") == calls.count("prepare"), calls
