@@ -2,18 +2,20 @@
 kills): seeded runs of three topologies (Redis Streams at-least-once, a stateful bolt and a Trident
 PostgreSQL count exactly-once) with 10 slot SIGKILLs each at points of work done (the second seed
 also cuts every Redis and PostgreSQL connection twice), and one run whose driver process is
-SIGKILLed twice (then started again from the same conf) besides 4 slot kills and 2 cuts. Nothing
-is lost, nothing counted twice, no state is lost, and every poison message is dead-lettered: 24
-kills in all. Host kills on a namespace cluster run in bench/chaos.py --host-kills only: a broker
-spout re-made during a rollback whose `open` fails stops its topology, so they are not reliable
-enough for CI yet."""
+SIGKILLed twice (then started again from the same conf) besides 4 slot kills and 2 cuts, and one
+run on a namespace cluster of 3 worker hosts where 2 hosts are SIGKILLed (a new one joining after
+each) besides 2 slot kills and a cut. Nothing is lost, nothing counted twice, no state is lost,
+and every poison message is dead-lettered: 28 kills in all."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from tests.support.broker_services import need_postgres, need_redis
 from tests.support.chaos import run_once, run_with_driver_kills
+from tests.support.netns_cluster import NetnsCluster, unavailable_reason
 
 pytestmark = pytest.mark.spark
 
@@ -42,3 +44,19 @@ def test_driver_kills_restarts_and_cuts_lose_nothing_and_count_nothing_twice():
     assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
     assert not result.problems, result.problems
 
+
+def test_host_kills_on_a_namespace_cluster_lose_nothing_and_count_nothing_twice(tmp_path):
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the namespace cluster cannot run: {reason}")
+        pytest.skip(f"the namespace cluster cannot run: {reason}")
+    redis_url = need_redis()
+    need_postgres()
+    from tests.support.worker_venv import worker_python  # noqa: PLC0415 - builds a venv: only when it runs
+
+    with NetnsCluster(tmp_path, workers=3, cores=1, worker_python=worker_python()) as hosts:
+        result = run_with_driver_kills(104, 2, 0, redis_url, cuts=1, hosts=hosts, host_kills=2)
+    assert (result.kills, result.host_kills, result.cuts) == (4, 2, 1), result.problems
+    assert (result.lost, result.duplicated_exactly_once, result.state_lost) == (0, 0, 0), result
+    assert not result.problems, result.problems
