@@ -1,13 +1,15 @@
 """Word-count throughput, with and without acking, and (on Spark) against Bytewax and plain PySpark.
 Prints ONE JSON line on stdout; progress and diagnostics go to stderr.
 
-Runs examples/wordcount.py's topology (unbounded spout) on a LocalCluster in real time, first
+Runs examples/wordcount.py's topology (unbounded spout) on a LocalCluster in real time, its split
+written as Storm's documentation writes it (a Bolt: `emit([w], anchors=[t])`, then `ack(t)`), first
 with one acker, then with none (topology.acker.executors = 0), then with none again at the acking
 case's wave size (`acking_cost_ratio_same_waves`; without ackers max spout pending does not cap a
 wave, so the plain `acking_cost_ratio` also compares two wave sizes). `acking_cost_ratio` is the
 median over `--pairs` (acked, no ackers) pairs run back to back, the first two cases and more of
 `--pair-seconds` each, who goes first alternating (`acking_cost_ratio_pairs`, `pair_rates`): the
-machine's speed drifts by more than the acking cost within a minute.
+machine's speed drifts by more than the acking cost within a minute. The acked case runs once more
+with the split as a BasicBolt (`basic_split_bolt_tuples_per_sec`, `anchoring_over_basic_split`).
 
 The spout is the example's (msg ids, replay of failed sentences, its pending map), reading its
 sentences in turn from a corpus of `--corpus-sentences` (100,000: issue 9's "spout of 100,000
@@ -282,16 +284,17 @@ class WaveLog:
 
 def run_case(example: ModuleType, engine: str, spark: Any, parallelism: int, ackers: int, seconds: float,
              warmup: float, max_pending: int | None, wave_tuples: int | None,
-             profiler: ThreadProfiler | None = None, profile_spark: bool = False) -> dict[str, Any]:
+             profiler: ThreadProfiler | None = None, profile_spark: bool = False,
+             split: str = "anchoring") -> dict[str, Any]:
     conf = Config(example.CONF)
     conf[Config.TOPOLOGY_ACKER_EXECUTORS] = ackers
     if max_pending is not None:
         conf[Config.TOPOLOGY_MAX_SPOUT_PENDING] = max_pending
     if wave_tuples is not None:
         conf[Config.SQUALL_WAVE_MAX_TUPLES] = wave_tuples
-    topology = example.build_topology(parallelism=parallelism)  # limit None: the spout never stops
+    topology = example.build_topology(parallelism=parallelism, split=split)  # limit None: the spout never stops
     name = f"wordcount-bench-{ackers}"
-    say(f"bench: squall on {engine}, {ackers} acker(s): {warmup:.0f}s warm-up + {seconds:.0f}s ...")
+    say(f"bench: squall on {engine}, {split} split, {ackers} acker(s): {warmup:.0f}s warm-up + {seconds:.0f}s ...")
     prof_spark = None
     with LocalCluster(engine=engine, spark=spark) as cluster:
         if profiler is not None:
@@ -384,7 +387,7 @@ def run_steady(example: ModuleType, engine: str, spark: Any, parallelism: int, r
 
     builder = TopologyBuilder()
     builder.set_spout(SPOUT, rated_spout(example, rate), parallelism=1)
-    builder.set_bolt("split", example.SplitSentence(), parallelism=parallelism).shuffle_grouping(SPOUT)
+    builder.set_bolt("split", example.AnchoringSplitSentence(), parallelism=parallelism).shuffle_grouping(SPOUT)
     builder.set_bolt("count", example.WordCount(), parallelism=parallelism).fields_grouping("split", ["word"])
     say(f"bench: squall on {engine}, steady {rate:,.0f} sentences/s: {warmup:.0f}s warm-up + {seconds:.0f}s ...")
     with LocalCluster(engine=engine, spark=spark) as cluster:
@@ -1015,6 +1018,12 @@ def main(argv: list[str] | None = None) -> int:
     no_acking = run_case(example, args.engine, spark, args.parallelism, 0, args.seconds, warmup, args.max_pending,
                          args.wave_tuples)
     out = squall_fields(args, acking, no_acking)
+    basic = run_case(example, args.engine, spark, args.parallelism, 1, args.seconds, warmup, args.max_pending,
+                     args.wave_tuples, split="basic")
+    out.update({"split": "anchoring", "basic_split_bolt_tuples_per_sec": round(basic["bolt_tuples_per_sec"]),
+                "basic_split_p99_ms": basic["p99"],
+                "anchoring_over_basic_split": round(acking["bolt_tuples_per_sec"] / basic["bolt_tuples_per_sec"], 3)
+                if basic["bolt_tuples_per_sec"] else None})
     pairs = [(acking, no_acking), *alternating_pairs(example, args.engine, spark, args, args.max_pending,
                                                       args.wave_tuples)]
     out.update(pair_fields(pairs))

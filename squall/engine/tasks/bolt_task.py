@@ -202,6 +202,10 @@ class BoltTask(TaskBase):
         """Validate anchors; drop (and report) duplicates and tuples already acked or failed."""
         if type(anchors) is Tuple:
             anchors = (anchors,)
+        elif type(anchors) in (list, tuple) and len(anchors) == 2:  # a join's two inputs, each emit of it
+            a, b = anchors
+            if type(a) is Tuple and type(b) is Tuple and a is not b and not a._done and not b._done:
+                return (a, b)
         elif type(anchors) is HeldRows:  # many held rows at once (a window): checked by their store
             return anchors if len(anchors) else None
         elif not isinstance(anchors, (list, tuple)):
