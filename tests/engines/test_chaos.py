@@ -5,7 +5,7 @@ also cuts every Redis and PostgreSQL connection twice), and one run whose driver
 SIGKILLed twice (then started again from the same conf) besides 4 slot kills and 2 cuts, and one
 run on a namespace cluster of 3 worker hosts where 2 hosts are SIGKILLed (a new one joining after
 each) besides 2 slot kills and a cut. Nothing is lost, nothing counted twice, no state is lost,
-and every poison message is dead-lettered: 28 kills in all."""
+and every poison message is dead-lettered: 30 kills in all (2 of a driver, 2 of a host)."""
 
 from __future__ import annotations
 
