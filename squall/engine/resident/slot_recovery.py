@@ -89,7 +89,15 @@ class SlotRecovery:
         self._set_active(self.active)  # a restored spout as the topology is now, not as at its snapshot
         for tid in set(self.kept_tasks()) - set(self.runners):
             self._forget_kept(tid)
-        for acker in self.ackers.values():  # verdicts a restored spout's snapshot did not have yet
+        self._resend_verdicts(plan)
+        early, self.stash = [m for m in self.stash if m[2] == epoch], [m for m in self.stash if m[2] > epoch]
+        for m in early:
+            self.handle(m[0], m)
+
+    def _resend_verdicts(self, plan: Rollback) -> None:
+        """To each spout task that moved, the verdicts its snapshot did not have yet (none to one
+        made anew: its old trees are forgotten)."""
+        for acker in self.ackers.values():
             for tid, applied in plan.spouts.items():
                 if applied is None:
                     acker.forget_owner(tid)
@@ -100,6 +108,3 @@ class SlotRecovery:
                     for _, v in again:
                         merged = merge_verdicts(merged, v)
                     self.slot.send(self.spout_slot[tid], ("resend", self.uid, self.epoch, tid, {tid: merged}))
-        early, self.stash = [m for m in self.stash if m[2] == epoch], [m for m in self.stash if m[2] > epoch]
-        for m in early:
-            self.handle(m[0], m)
