@@ -264,3 +264,46 @@ def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray) -> None:
             t._out ^= int(out_ack[i])
             t._b = batch.row_batch(i)
             t._i = 0
+
+
+class BatchTrees:
+    """The entry point of these rules for a bolt task: one input batch after its executes ran.
+    `out_ack` holds, per input row, the XOR of the edges of the children anchored to it: the
+    children's anchoring builds it up, and the acks of the inputs and the tuples still held read
+    it, so the steps go in this order: children, settle, hold."""
+
+    __slots__ = ("batch", "anchors", "out_ack")
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+        self.anchors = batch_anchors(batch)
+        self.out_ack = np.zeros(len(batch), _U64)
+
+    @property
+    def tracked(self) -> bool:
+        """Whether any input of the batch is in a tree."""
+        return self.anchors is not None and len(self.anchors.root) > 0
+
+    def children(self, ix: EmitIndex, salt: int, settling: np.ndarray | None,
+                 row_ids: np.ndarray | None) -> Anchors | None:
+        """The anchors_to_ids of the recorded emits' children (anchor_children)."""
+        return anchor_children(self.anchors, len(self.batch), ix, salt, self.out_ack, settling, row_ids)
+
+    def own_row_children(self, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
+                         settling: np.ndarray | None, row_ids: np.ndarray | None,
+                         all_settle: bool) -> Anchors | None:
+        """The same for the lean path's children, each anchored to the input that emitted it;
+        with no edge at all when every child goes to a task that settles whole (`all_settle`)."""
+        got = settled_own_rows(self.anchors, rows) if all_settle else None
+        if got is None:
+            got = anchor_own_rows(self.anchors, rows, ords, targets, salt, self.out_ack, settling, row_ids)
+        return got
+
+    def settle(self, verdicts: InputVerdicts, sink: MessageSink, failed: FailReason, own_acks: bool = False) -> None:
+        """The inputs' acks, resets and fails as messages (settle_inputs)."""
+        settle_inputs(self.batch, self.anchors, verdicts, self.out_ack, sink, failed, own_acks)
+
+    def hold(self, tuples: list[Tuple]) -> None:
+        """The inputs still pending kept for later waves (hold_pending)."""
+        hold_pending(tuples, self.batch, self.out_ack)
+

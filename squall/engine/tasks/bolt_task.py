@@ -25,16 +25,7 @@ from squall.engine.tasks.task import TaskBase
 from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
 from squall.reliability.batch import TupleBatch
-from squall.reliability.bolt_trees import (
-    anchor_children,
-    anchor_own_rows,
-    batch_anchors,
-    execute_salt,
-    hold_pending,
-    settle_held,
-    settle_inputs,
-    settled_own_rows,
-)
+from squall.reliability.bolt_trees import BatchTrees, execute_salt, settle_held
 from squall.reliability.emits import emit_ordinals, index_emits
 from squall.reliability.held import HeldRows
 from squall.reliability.pending import FailReason
@@ -341,19 +332,18 @@ class BoltTask(TaskBase):
     def _flush(self, batch: TupleBatch, tuples: list[Tuple], res: TaskResult, wave: int) -> None:
         """Hand what the collector recorded for `batch` to the reliability rules, in bulk."""
         rec = self.collector.take_recorded()
-        anchors = batch_anchors(batch)
-        out_ack = np.zeros(len(batch), np.uint64)
+        trees = BatchTrees(batch)
         res.emitted += len(rec.emits) + rec.unrouted + (len(rec.lean) if rec.lean is not None else 0)
         if res.captured is not None:
             self._capture(res, rec.emits)
         if rec.emits or rec.lean is not None:
             salt = execute_salt(self.task_id, wave)
             if rec.lean is not None:
-                children, child_anchors = self._lean_children(rec.lean, batch, anchors, salt, out_ack)
+                children, child_anchors = self._lean_children(rec.lean, trees, salt)
             else:
                 ix = index_emits(batch, rec.emits)
-                row_ids = settled_row_ids(batch) if anchors is not None else None
-                child_anchors = anchor_children(anchors, len(batch), ix, salt, out_ack, self.settling, row_ids)
+                row_ids = settled_row_ids(batch) if trees.anchors is not None else None
+                child_anchors = trees.children(ix, salt, self.settling, row_ids)
                 children = group_children(self.component, self.task_id, len(self.streams), ix, child_anchors)
             if child_anchors is not None and self.settling is not None:
                 mark_settling(children, self.settle_to, salt, len(res.outputs))
@@ -364,28 +354,26 @@ class BoltTask(TaskBase):
             res.failed += len(rec.fails)
             held = getattr(self.bolt, "held_acks", None)  # a bolt that holds its acks (a stateful bolt)
             sink = res if held is None else held.sink_for(res)
-            settle_inputs(batch, anchors, rec, out_ack, sink, self._failed_here, own_acks=self.settles_whole)
+            trees.settle(rec, sink, self._failed_here, own_acks=self.settles_whole)
         if rec.held:
             settle_held(rec.held, res, res)
         if self.debug:
             self._log(rec)
-        if anchors is not None and len(anchors.root) and not self.settles_whole:  # a BasicBolt holds none
-            hold_pending(tuples, batch, out_ack)
+        if trees.tracked and not self.settles_whole:  # a BasicBolt holds none
+            trees.hold(tuples)
 
-    def _lean_children(self, lean: LeanEmits, batch: TupleBatch, anchors: Any, salt: int,
-                       out_ack: np.ndarray) -> tuple[list[tuple[int, TupleBatch]], Any]:
+    def _lean_children(self, lean: LeanEmits, trees: BatchTrees,
+                       salt: int) -> tuple[list[tuple[int, TupleBatch]], Any]:
         """The children of the lean path's emits (each anchored to the input that emitted it,
         already split by destination), and their anchors_to_ids (None: none tracked)."""
-        if anchors is None or not len(anchors.root):
+        if not trees.tracked:
             return bucket_children(self.component, self.task_id, lean, None, None), None
         rows, bucket = np.divmod(np.array(lean.keys, np.int64), len(lean.buckets))
         if self._bucket_tasks is None:
             self._bucket_tasks = np.array([t for _, t in lean.buckets], np.int64)
             self._buckets_settle = self.settling is not None and bool(np.isin(self._bucket_tasks, self.settling).all())
-        child_anchors = settled_own_rows(anchors, rows) if self._buckets_settle else None
-        if child_anchors is None:
-            child_anchors = anchor_own_rows(anchors, rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
-                                            out_ack, self.settling, settled_row_ids(batch))
+        child_anchors = trees.own_row_children(rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
+                                               self.settling, settled_row_ids(trees.batch), self._buckets_settle)
         return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:
