@@ -16,14 +16,20 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_bench(name: str) -> ModuleType:
-    """bench/<name>.py as module `bench_<name>` (in sys.modules: inspect finds a class's source there)."""
+    """bench/<name>.py as module `bench_<name>` (in sys.modules: inspect finds a class's source there).
+    A bench puts bench/ on sys.path to import its siblings; that is undone after, or a later test's
+    package named like a bench (tests/windowing, bench/windowing.py) would resolve to the bench."""
     mod_name = f"bench_{name}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(mod_name, BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
     return module
 
 
