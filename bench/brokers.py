@@ -470,7 +470,7 @@ def kafka_raw_rate(bootstrap: str, topic: str, n: int, group: str = "raw") -> fl
     commit after each batch; timed from the first record (after the group join)."""
     from confluent_kafka import Consumer
 
-    from squall.connectors.kafka_spout import FETCH_QUEUE_BACKOFF_MS
+    from squall.connectors.kafka.spout import FETCH_QUEUE_BACKOFF_MS
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,

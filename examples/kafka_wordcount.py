@@ -33,7 +33,7 @@ from wordcount import WORDS, WordCount  # noqa: E402 - the word-count bolt
 
 from squall import BasicBolt, Config, StormTopology, TopologyBuilder  # noqa: E402
 from squall.connectors.kafka import KafkaBolt, KafkaSpout, TransactionalKafkaSpout  # noqa: E402
-from squall.connectors.kafka_common import kafka_bootstrap  # noqa: E402
+from squall.connectors.kafka.common import kafka_bootstrap  # noqa: E402
 from squall.trident import BaseFunction, Count, SQLiteMapState, TridentTopology  # noqa: E402
 
 TOPIC, OUT_TOPIC = "sentences", "word-counts"

@@ -44,7 +44,7 @@ class RedisStreamTransactionalSpout(TransactionalSpout):
         if self._client is None:
             import redis  # noqa: PLC0415
 
-            from squall.connectors.redis_streams import redis_url  # noqa: PLC0415
+            from squall.connectors.redis.streams import redis_url  # noqa: PLC0415
 
             self._client = redis.Redis.from_url(redis_url(self.url).reveal(), socket_timeout=10)
         return self._client
@@ -113,7 +113,7 @@ class JetStreamTransactionalSpout(TransactionalSpout):
             import nats  # noqa: PLC0415
 
             from squall.connectors.event_loop import EventLoopThread  # noqa: PLC0415
-            from squall.connectors.nats_jetstream import nats_servers  # noqa: PLC0415
+            from squall.connectors.nats.jetstream import nats_servers  # noqa: PLC0415
 
             loop = EventLoopThread("squall-jetstream-trident")
             nc = loop.call(nats.connect(nats_servers(self.url).reveal()), 15)

@@ -109,11 +109,11 @@ class FailWithMeta(Bolt):
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "nats-py-path"])
 def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_admin, tmp_path, monkeypatch, lean):
-    """The spout reads the pull's messages off the protocol parser (nats_wire): a message's
+    """The spout reads the pull's messages off the protocol parser (nats.wire): a message's
     headers still reach the tuple's meta field, and its dead letter, as nats-py parses them.
-    A nats-py without the internals nats_wire uses takes its public path, with the same result."""
+    A nats-py without the internals nats.wire uses takes its public path, with the same result."""
     if not lean:
-        monkeypatch.setattr("squall.connectors.nats_wire.supported", lambda nc, sub: False)
+        monkeypatch.setattr("squall.connectors.nats.wire.supported", lambda nc, sub: False)
     stream = nats_admin.source("hdr")
     nats_admin.run(nats_admin.js.publish(stream, b"with-headers", headers={"trace": "t-1", "tenant": "acme"}))
     nats_admin.publish(stream, [b"plain"])
@@ -126,7 +126,7 @@ def test_a_message_keeps_its_headers_to_the_meta_field_and_the_dead_letter(nats_
         wait_until(lambda: len(rec.dead) == 2, 20, lambda: f"2 dead letters, {rec.counters()}")
         took_lean = cluster.coordinator("hdr").spouts[0].spout._lean
         cluster.kill_topology("hdr")
-    assert took_lean == lean, "the installed nats-py lacks the internals nats_wire uses: the spout took its public path"
+    assert took_lean == lean, "the installed nats-py lacks the internals nats.wire uses: the spout took its public path"
     metas = {m["id"][0]: m for m in map(json.loads, open(bolt.path))}
     assert len(metas) == 2
     first, second = metas[min(metas)], metas[max(metas)]
@@ -184,7 +184,7 @@ def test_a_wrong_password_fails_at_open_without_showing_it(tmp_path, caplog):
 
 
 def test_the_module_name_does_not_shadow_nats_py():
-    check_module_does_not_shadow("nats", "nats_connect", "connect", "JetStreamSpout", "nats_jetstream")
+    check_module_does_not_shadow("nats", "nats.connect", "connect", "JetStreamSpout", "nats.jetstream")
 
 
 @pytest.mark.parametrize("reply", [
@@ -195,7 +195,7 @@ def test_the_module_name_does_not_shadow_nats_py():
 def test_delivery_ids_read_the_ack_subject_as_nats_py_does(reply):
     from nats.aio.msg import Msg
 
-    from squall.connectors.nats_pulls import delivery_ids
+    from squall.connectors.nats.pulls import delivery_ids
 
     md = Msg.Metadata._from_reply(reply)
     assert delivery_ids(reply) == (md.sequence.stream, md.num_delivered)
@@ -203,14 +203,14 @@ def test_delivery_ids_read_the_ack_subject_as_nats_py_does(reply):
 
 @pytest.mark.parametrize("reply", ["_INBOX.abc.1", "$JS.ACK.a.b.1.2.3.4.5.6", "$JS.NAK.orders.squall.3.1234.77.1.5"])
 def test_delivery_ids_refuse_what_is_not_an_ack_subject(reply):
-    from squall.connectors.nats_pulls import delivery_ids
+    from squall.connectors.nats.pulls import delivery_ids
 
     with pytest.raises(ValueError, match="not a JetStream ack subject"):
         delivery_ids(reply)
 
 
 def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
-    from squall.connectors import nats_wire
+    from squall.connectors.nats import wire
 
     class Client:
         async def _process_msg(self, sid, subject, reply, data, headers): ...
@@ -228,9 +228,9 @@ def test_the_lean_path_is_taken_only_with_the_internals_it_uses():
         _id = 7
 
     sub = Subscription()
-    assert nats_wire.supported(Client(), sub)
-    assert not nats_wire.supported(Renamed(), sub) and not nats_wire.supported(Missing(), sub)
-    assert not nats_wire.supported(Client(), object())  # a subscription without its sid
+    assert wire.supported(Client(), sub)
+    assert not wire.supported(Renamed(), sub) and not wire.supported(Missing(), sub)
+    assert not wire.supported(Client(), object())  # a subscription without its sid
 
 
 def test_a_message_that_reaches_a_deactivated_spout_keeps_its_deliveries(nats_admin):

@@ -101,5 +101,5 @@ def test_a_wrong_password_fails_at_open_without_showing_it(redis_admin, caplog):
 
 
 def test_the_module_name_does_not_shadow_redis_py():
-    """squall/connectors/redis.py must not hide the redis package, in any import order."""
-    check_module_does_not_shadow("redis", "redis_streams", "Redis", "RedisStreamSpout")
+    """squall/connectors/redis/ must not hide the redis package, in any import order."""
+    check_module_does_not_shadow("redis", "redis.streams", "Redis", "RedisStreamSpout")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import zlib
 
-from squall.connectors.kafka_offsets import OffsetManager, PartitionOffsets
+from squall.connectors.kafka.offsets import OffsetManager, PartitionOffsets
 
 
 def test_nothing_polled_nothing_to_commit():

@@ -76,12 +76,12 @@ def die_after_dead_letter(broker: str) -> None:
 
         RabbitMQSpout._republish = _republish
     elif broker == "redis":
-        from squall.connectors.redis_streams import RedisStreamSpout
+        from squall.connectors.redis.streams import RedisStreamSpout
 
         send = RedisStreamSpout._send_dead_letter
         RedisStreamSpout._send_dead_letter = lambda self, m, failure: (send(self, m, failure), die())
     elif broker == "nats":
-        from squall.connectors.nats_jetstream import JetStreamSpout
+        from squall.connectors.nats.jetstream import JetStreamSpout
 
         publish_dead_letter = JetStreamSpout._publish_dead_letter
 
@@ -91,7 +91,7 @@ def die_after_dead_letter(broker: str) -> None:
 
         JetStreamSpout._publish_dead_letter = _publish_dead_letter
     else:  # kafka: the dead letter delivered, its offset not yet marked done (so not committed)
-        from squall.connectors.kafka_spout import KafkaSpout
+        from squall.connectors.kafka.spout import KafkaSpout
 
         KafkaSpout._dead_done = lambda self, m, failure: die()
 

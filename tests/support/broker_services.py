@@ -128,7 +128,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[],
 
 def check_module_does_not_shadow(package: str, impl: str, package_attr: str, spout_class: str,
                                  spout_module: str | None = None) -> None:
-    """squall/connectors/<package>.py shares its last name with a client library: importing
+    """squall/connectors/<package>/ shares its last name with a client library: importing
     either first, in a fresh interpreter, must still give the library (from site-packages) to
     `impl`, the module of ours that imports it; `spout_class` is the same from both (defined in
     `spout_module`, default `impl`)."""

@@ -39,7 +39,7 @@ from urllib.parse import urlparse
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from squall import Bolt, Config, LocalCluster, TopologyBuilder
-from squall.connectors.redis_streams import RedisStreamSpout
+from squall.connectors.redis.streams import RedisStreamSpout
 from squall.trident import Count, JsonLinesFileSpout, PostgresMapState, TridentTopology
 from squall.trident.state.postgres import default_dsn
 from tests.support.broker_proxy import TcpProxy

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from squall.connectors.rabbitmq_tags import DeliveryTags
+from squall.connectors.rabbitmq.tags import DeliveryTags
 
 
 class Channel:

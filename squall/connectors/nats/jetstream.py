@@ -7,7 +7,7 @@ thread-safe queue; the spout never holds more than it may have pending
 (`topology.max.spout.pending`, also the consumer's `max_ack_pending`). `next_tuple` only takes
 from that queue, so it never waits on the network. Acks, naks and dead letters go back to the
 loop through another queue. The pull's messages come straight off nats-py's protocol parser and
-a wave's acks are written as one buffer (nats_wire), where this nats-py allows it.
+a wave's acks are written as one buffer (`wire`), where this nats-py allows it.
 
 Each message is emitted with msg id `(stream sequence, delivery number)`. When the tree is
 acked the message is acked; an ack counts (and `on_acked` runs) once a flush on the same
@@ -39,14 +39,14 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from squall.connectors import nats_wire as wire
 from squall.connectors.backoff import RECONNECT_MAX_SECS, Backoff
 from squall.connectors.dead_letters import Failure
 from squall.connectors.event_loop import EventLoopThread
 from squall.connectors.io_thread import ACKED, DEAD, RECONNECTED, REPORT, IOThreadBrokerSpout
-from squall.connectors.nats_acks import AckConfirmer, keep_in_progress
-from squall.connectors.nats_connect import connect, ensure_consumer, ensure_stream
-from squall.connectors.nats_pulls import MAX_PULLS, PULL_BATCH, PullRequests, delivery_ids
+from squall.connectors.nats import wire
+from squall.connectors.nats.acks import AckConfirmer, keep_in_progress
+from squall.connectors.nats.connect import connect, ensure_consumer, ensure_stream
+from squall.connectors.nats.pulls import MAX_PULLS, PULL_BATCH, PullRequests, delivery_ids
 from squall.connectors.settings import Secret, env_first, redact_url, url_password
 from squall.connectors.spout import Message
 
@@ -187,7 +187,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
         self._pull_sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_pulled,
                                                   pending_msgs_limit=-1, pending_bytes_limit=-1)
         self._lean = wire.supported(self._nc, self._pull_sub)
-        if self._lean:  # the pull's messages skip nats-py's Msg, queue and callback task (nats_wire)
+        if self._lean:  # the pull's messages skip nats-py's Msg, queue and callback task (wire)
             wire.tap(self._nc, self._pull_sub, self._pull_status, self._delivered)
         if self.task_index == 0:
             await self._nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{self.durable}",
@@ -205,7 +205,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     async def _pull_loop(self) -> None:
         """Keep pull requests outstanding (at most MAX_PULLS) for as many messages as the spout
-        has room for (see nats_pulls)."""
+        has room for (see pulls)."""
         api = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}"
         expires_ns = int(self.pull_expires_secs * 1e9)
         backoff = Backoff(ERROR_PAUSE_SECS, RECONNECT_MAX_SECS)
@@ -235,7 +235,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     async def _on_pulled(self, nm: Any) -> None:
         """A message (or a status) for one of this spout's pull requests, as nats-py's Msg
-        (without the lean path of nats_wire.tap)."""
+        (without the lean path of wire.tap)."""
         if not nm.reply:
             self._pull_status(nm.subject, nm.headers.get("Status") if nm.headers else None)
         else:
@@ -274,7 +274,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
             self._drainer = asyncio.ensure_future(self._drain_actions())
 
     async def _drain_actions(self) -> None:
-        """Run the queued actions. An ack counts once confirmed (see nats_acks). What is sent
+        """Run the queued actions. An ack counts once confirmed (see acks). What is sent
         is (DEAD, message, failure) for a dead letter, (ACKED, [messages], None) for acks."""
         actions, acks = self._actions, self._acks
         while actions or acks.unconfirmed:

@@ -1,13 +1,13 @@
-"""`squall.connectors.redis`: the Redis Streams spout (implemented in `redis_streams`).
+"""`squall.connectors.redis`: the Redis Streams spout (implemented in `streams`).
 
-This module shares its last name with the `redis` package (redis-py); with absolute imports
+This package shares its last name with the `redis` package (redis-py); with absolute imports
 (Python 3) `import redis` anywhere, this package included, still gets redis-py.
 """
 
 from __future__ import annotations
 
 from squall.connectors.column_spout import ColumnSpoutMixin
-from squall.connectors.redis_streams import RedisStreamSpout, redis_url
+from squall.connectors.redis.streams import RedisStreamSpout, redis_url
 
 __all__ = ["RedisStreamColumnSpout", "RedisStreamSpout", "redis_url"]
 

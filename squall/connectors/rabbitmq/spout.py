@@ -37,7 +37,7 @@ import pika.exceptions
 
 from squall.connectors.column_spout import ColumnSpoutMixin
 from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
-from squall.connectors.rabbitmq_tags import DeliveryTags
+from squall.connectors.rabbitmq.tags import DeliveryTags
 from squall.connectors.settings import Secret, env_first, redact_url, url_with_password
 from squall.connectors.spout import Message
 
@@ -234,7 +234,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
 
     def _run_actions(self) -> None:
         """On the I/O thread: the acks, retries, dead letters and pauses the spout handed over.
-        The acks go out last, as few frames as the settled tags allow (see rabbitmq_tags)."""
+        The acks go out last, as few frames as the settled tags allow (see tags)."""
         self._scheduled = False
         actions, done, gen = self._actions, self._done, self._gen
         acks: list[Message] = []

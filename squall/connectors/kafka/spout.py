@@ -5,7 +5,7 @@ Each spout task is a consumer of `group_id`; Kafka spreads the topics' partition
 ("topic", "partition", "offset", "key", "value") with msg id (topic, partition, offset).
 
 - **Commits** are manual: every `commit_interval_secs` (and on revocation and close) each
-  partition commits its highest contiguous done offset (`kafka_offsets`): acks out of order never
+  partition commits its highest contiguous done offset (`offsets`): acks out of order never
   commit a gap, so a restart resumes at the first record whose tree did not complete.
 - **A failed tuple** is emitted again (kept in memory: Storm seeks back, same effect) after an
   exponential backoff, `retry_delay_secs * 2**(attempt-1)` up to `max_retry_delay_secs`; after
@@ -39,8 +39,8 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 
 from squall.connectors.dead_letters import Failure
 from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
-from squall.connectors.kafka_common import decode_key, kafka_bootstrap, kafka_error_text, shown_config
-from squall.connectors.kafka_offsets import OffsetManager
+from squall.connectors.kafka.common import decode_key, kafka_bootstrap, kafka_error_text, shown_config
+from squall.connectors.kafka.offsets import OffsetManager
 from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors.kafka")

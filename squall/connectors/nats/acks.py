@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from squall.connectors.nats_wire import IN_PROGRESS
+from squall.connectors.nats.wire import IN_PROGRESS
 
 FLUSH_TIMEOUT_SECS = 5.0  # how long an ack's confirmation (a PING's PONG) is waited for
 RECONNECT_POLL_SECS = 0.05  # unconfirmed acks wait this long between looks at a reconnecting client

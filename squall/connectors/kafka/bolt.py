@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from squall.api.components import Bolt
-from squall.connectors.kafka_common import kafka_bootstrap, kafka_error_text, to_bytes
+from squall.connectors.kafka.common import kafka_bootstrap, kafka_error_text, to_bytes
 
 log = logging.getLogger("squall.connectors.kafka")
 

@@ -17,8 +17,8 @@ import logging
 import time
 from typing import Any
 
-from squall.connectors.kafka_common import decode_key, kafka_bootstrap
-from squall.connectors.kafka_spout import FIELDS
+from squall.connectors.kafka.common import decode_key, kafka_bootstrap
+from squall.connectors.kafka.spout import FIELDS
 from squall.connectors.schemes import DecodeError, Scheme
 from squall.trident.spouts import OpaqueTransactionalSpout, TransactionalSpout
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from squall.connectors.kafka_spout import FIELDS, KafkaSpout
+from squall.connectors.kafka.spout import FIELDS, KafkaSpout
 from squall.connectors.schemes import DecodeError
 from squall.connectors.spout import BrokerSpout, Message
 
