@@ -163,7 +163,7 @@ class BrokerSpout(Spout):
     def ack_batch(self, msg_ids: list) -> None:
         """A wave's acks in one call (squall's Spout.ack_batch): handed to the broker side at
         once. (A subclass that overrides `ack` gets its `ack` called for each instead: see
-        squall.engine.spout_task.settles_acks_in_batches.)"""
+        squall.engine.tasks.spout_task.settles_acks_in_batches.)"""
         pop = self._inflight.pop
         found = [m for m in map(pop, msg_ids, repeat(None)) if m is not None]
         self.counters.stale += len(msg_ids) - len(found)
