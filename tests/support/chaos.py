@@ -189,10 +189,14 @@ class Chaos:
 
     def check(self, cluster: LocalCluster | None, result: RunResult) -> None:
         seen = set(self.r.smembers(self.seen))
-        dead = [fields.get("payload") for _, fields in self.r.xrange(f"{self.stream}:dlq")]
+        letters = [fields for _, fields in self.r.xrange(f"{self.stream}:dlq")]
+        dead = [fields.get("payload") for fields in letters]
         result.lost += len(set(self.good) - seen)
         if sorted(set(dead)) != sorted(self.poison) or seen & set(self.poison):
-            result.problems.append(f"dead letters {sorted(set(dead))[:5]}... are not the {len(self.poison)} poison")
+            why = Counter((f.get("squall-reason"), f.get("squall-attempts")) for f in letters
+                          if f.get("payload") not in self.poison)
+            result.problems.append(f"dead letters {sorted(set(dead))[:5]}... are not the {len(self.poison)} poison "
+                                   f"(the others' reason and attempts: {dict(why)})")
         counts, _ = committed(self.state_db)
         want = true_counts(self.sizes.sentences, f"chaos{self.seed}")
         result.state_lost += sum((want - counts).values())  # an update the stateful bolt's state lost
@@ -410,6 +414,8 @@ def _watch(job: subprocess.Popen, faults: _Faults, result: RunResult, t0: float,
                 return False
             if time.monotonic() - t0 > RUN_GUARD_SECS:
                 result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
+                os.kill(job.pid, signal.SIGUSR1)  # its threads' stacks into its log, before it is killed
+                time.sleep(2)
                 return True
         with open(err, encoding="utf-8", errors="replace") as f:
             result.problems.append(f"the driver process ended without finishing: {f.read()[-1500:]}")

@@ -19,8 +19,11 @@ Prints "PROGRESS <work done>" lines, "KILLED <slot kills>" after each slot kill,
 
 from __future__ import annotations
 
+import faulthandler
+import logging
 import os
 import random
+import signal
 import sys
 import time
 import zlib
@@ -50,6 +53,11 @@ def cluster_session(seed: int, master: str, driver_host: str, worker_python: str
 
 
 def main(argv: list[str]) -> int:
+    # what a failed run's kept log shows: squall's warnings (deaths, rollbacks) with their time,
+    # and every thread's stack when the harness gives up on this process (SIGUSR1)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     seed, work, redis_url, points, start, tag = int(argv[0]), argv[1], argv[2], argv[3], int(argv[4]), argv[5]
     slot_points = sorted(int(p) for p in points.split(",") if p)
     rng = random.Random(zlib.crc32(f"chaos-job/{seed}/{start}".encode()))  # which slots die: from the seed
