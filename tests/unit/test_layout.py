@@ -20,10 +20,19 @@ def _modules() -> list[Path]:
     return sorted(p for p in SQUALL.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (function-level imports included)."""
+def _imports(path: Path, annotations: bool = True) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included); without
+    `annotations`, those under `if TYPE_CHECKING:` left out (they never run)."""
+    tree = ast.parse(path.read_text(), str(path))
+    hidden: set[int] = set()
+    if not annotations:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                hidden.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -41,26 +50,6 @@ def _package(module: str) -> str:
     """The part of squall a module belongs to: its top-level package, or itself (a root module)."""
     parts = module.split(".")
     return ".".join(parts[:2])
-
-
-def _run_time_imports(path: Path) -> set[str]:
-    """The squall modules a file imports when it runs: every import but those under
-    `if TYPE_CHECKING:` (annotations only), inside functions too."""
-    tree = ast.parse(path.read_text(), str(path))
-    hidden: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            hidden.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    out = set()
-    for node in ast.walk(tree):
-        if id(node) in hidden:
-            continue
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            subs = {f"{node.module}.{a.name}" for a in node.names} & _known()  # `from squall import version`
-            out.update(subs or {node.module})
-    return out
 
 
 @functools.cache
@@ -144,7 +133,7 @@ def test_no_two_packages_import_each_other():
 
 
 def test_no_module_cycle_runs_at_import_time():
-    assert cycles(_graph(lambda m: m, _run_time_imports)) == []
+    assert cycles(_graph(lambda m: m, lambda p: _imports(p, annotations=False))) == []
 
 
 def test_the_cycle_check_finds_a_cycle():
