@@ -106,8 +106,10 @@ class AckerPartition:
         return [(w, x) for w, x in self.sent.get(owner, []) if w > after]
 
     def forget_owner(self, owner: int) -> None:
-        """A spout task made anew (not restored): nothing it was owed is kept for it."""
+        """A spout task made anew (not restored): nothing it was owed is kept for it, and its old
+        instance's trees are dropped (neither acked nor failed: the broker delivers them again)."""
         self.sent.pop(owner, None)
+        self.ledger.windows.pop(owner, None)
 
 
 def _by_owner(completed: np.ndarray, failed: np.ndarray, reasons: dict[int, FailReason]) -> dict[int, Verdict]:

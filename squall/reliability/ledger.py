@@ -27,6 +27,9 @@ from squall.reliability.xor import xor_at
 _U64 = np.uint64
 _EMPTY = np.zeros(0, _U64)
 _STAND_IN = _U64(0x9E3779B97F4A7C15)  # the start value of a tree started at 0 that gets messages in the same apply
+# Root ids that start this many slots past a window with trees still in it begin a new run: the
+# owner's counter started again elsewhere (a spout task made anew starts from a random point).
+NEW_RUN_SLOTS = 1 << 20
 
 
 def _unique(a: np.ndarray) -> np.ndarray:
@@ -180,6 +183,10 @@ class _Window:
         if behind.any():  # started out of order: keep them in the side store
             self._old_insert(q[behind] + self._base, vals[behind], gen)
             q, vals = q[~behind], vals[~behind]
+        if len(q) and int(q.min()) >= self._n + NEW_RUN_SLOTS:
+            self._retire()
+            self._base += int(q.min())
+            q = q - int(q.min())
         if len(q):
             top = int(q.max()) + 1
             self._ensure(top)
@@ -187,6 +194,15 @@ class _Window:
             self._gens[q] = gen
             self._n = max(self._n, top)
         self.live += len(roots)
+
+    def _retire(self) -> None:
+        """The window's live trees into the side store, leaving it empty for a new run of ids."""
+        n = self._n
+        slots = np.flatnonzero(self._vals[:n])
+        if len(slots):
+            self._old_insert((slots + self._base).astype(_U64), self._vals[slots].copy(), self._gens[slots].copy())
+        self._vals[:n] = 0
+        self._n = 0
 
     def _ensure(self, size: int) -> None:
         if size <= len(self._vals):

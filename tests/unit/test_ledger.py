@@ -171,3 +171,40 @@ def test_each_tree_completes_once_however_many_messages_repeat_its_root(chunks):
         seen += done
         assert len(led) == len(roots) - len(seen)
     assert sorted(seen) == roots.tolist() and len(led) == 0
+
+
+def test_a_run_of_ids_far_ahead_starts_anew_and_both_runs_complete():
+    """A spout task made anew counts its roots from another random start, far from the trees of
+    its old instance still pending: the window does not grow to span the gap (an allocation of
+    terabytes), the old trees move aside, and every tree of both runs still completes."""
+    rng = np.random.default_rng(zlib.crc32(b"new-run"))
+    led = AckerLedger(1, 0)
+    old_roots = RootIdGenerator(seed=5, task=3).take(40)
+    new_gen = RootIdGenerator(seed=5, task=3)
+    new_gen._next = int(old_roots[0]) + (1 << 45)  # as a random start 2**45 ids further would give
+    new_roots = new_gen.take(40)
+    trees = {int(r): tree(rng, 3) for r in np.concatenate([old_roots, new_roots])}
+
+    def start(roots):
+        led.apply(roots, np.array([trees[int(r)][0] for r in roots], dtype=U), np.zeros(0, U), np.zeros(0, U))
+
+    start(old_roots)
+    start(new_roots)
+    assert len(led) == 80 and led.nbytes < 1 << 24
+    done = []
+    for r in np.concatenate([new_roots[::-1], old_roots]):
+        edges = trees[int(r)][1]
+        done.extend(led.apply(np.zeros(0, U), np.zeros(0, U), np.full(len(edges), r, dtype=U), edges).completed)
+    assert sorted(map(int, done)) == sorted(trees) and len(led) == 0
+
+
+def test_an_owner_made_anew_is_forgotten_by_the_acker():
+    from squall.reliability.acker import AckerPartition
+
+    rng = np.random.default_rng(zlib.crc32(b"forget"))
+    part = AckerPartition(0, 1)
+    roots = RootIdGenerator(seed=7, task=2).take(10)
+    part.ledger.apply(roots, np.array([tree(rng, 2)[0] for _ in roots], dtype=U), np.zeros(0, U), np.zeros(0, U))
+    assert len(part) == 10
+    part.forget_owner(2)
+    assert len(part) == 0
