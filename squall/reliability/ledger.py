@@ -27,9 +27,7 @@ from squall.reliability.xor import xor_at
 _U64 = np.uint64
 _EMPTY = np.zeros(0, _U64)
 _STAND_IN = _U64(0x9E3779B97F4A7C15)  # the start value of a tree started at 0 that gets messages in the same apply
-# Root ids that start this many slots past a window with trees still in it begin a new run: the
-# owner's counter started again elsewhere (a spout task made anew starts from a random point).
-NEW_RUN_SLOTS = 1 << 20
+NEW_RUN_SLOTS = 1 << 20  # roots this far past a window start a new run (a spout task made anew: a new start)
 
 
 def _unique(a: np.ndarray) -> np.ndarray:
@@ -82,10 +80,8 @@ class _Window:
 
     def apply(self, init_roots: np.ndarray, init_vals: np.ndarray, roots: np.ndarray, vals: np.ndarray,
               fail_roots: np.ndarray = _EMPTY) -> Verdicts:
-        """Start trees (`init_*`), fail `fail_roots`, then fold ack messages (root, xor).
-
-        Acks for a root that is not pending (late, duplicate, already timed out) are ignored.
-        """
+        """Start trees (`init_*`), fail `fail_roots`, then fold ack messages (root, xor). Acks for
+        a root that is not pending (late, duplicate, already timed out) are ignored."""
         completed: list[np.ndarray] = []
         gen = np.uint8(self.gen)
         if len(init_roots):
@@ -197,12 +193,9 @@ class _Window:
 
     def _retire(self) -> None:
         """The window's live trees into the side store, leaving it empty for a new run of ids."""
-        n = self._n
-        slots = np.flatnonzero(self._vals[:n])
-        if len(slots):
-            self._old_insert((slots + self._base).astype(_U64), self._vals[slots].copy(), self._gens[slots].copy())
-        self._vals[:n] = 0
-        self._n = 0
+        slots = np.flatnonzero(self._vals[: self._n])
+        self._old_insert((slots + self._base).astype(_U64), self._vals[slots].copy(), self._gens[slots].copy())
+        self._vals[: self._n], self._n = 0, 0
 
     def _ensure(self, size: int) -> None:
         if size <= len(self._vals):
