@@ -36,6 +36,15 @@ from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 WORDS = "the cow jumped over the moon an apple a day keeps the doctor away".split()
 
 
+def words_in(i: int) -> int:
+    return 6 + i % 5
+
+
+def sentence(i: int) -> str:
+    """Sentence number `i`: `words_in(i)` words of the vocabulary, from word i on."""
+    return " ".join(WORDS[(i + k) % len(WORDS)] for k in range(words_in(i)))
+
+
 class Sentences(Spout):
     def __init__(self, n: int):
         self.n = n
@@ -49,7 +58,7 @@ class Sentences(Spout):
     def next_tuple(self) -> None:
         if self.i < self.n:
             i = self.i
-            self.collector.emit([" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6 + i % 5))], msg_id=i)
+            self.collector.emit([sentence(i)], msg_id=i)
             self.i += 1
 
 
@@ -59,7 +68,7 @@ class SentenceRows(Sentences):
     def next_tuple(self) -> None:
         if self.i < self.n:
             ids = range(self.i, min(self.n, self.i + 1000))
-            rows = [[" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6 + i % 5))] for i in ids]
+            rows = [[sentence(i)] for i in ids]
             self.collector.emit_batch(rows, msg_ids=list(ids))
             self.i = ids[-1] + 1
 
@@ -178,7 +187,7 @@ def main() -> int:
     for f in forms.values():
         f["over_basic"] = round(f["bolt_tuples_per_sec"] / basic, 3)
         f["over_fastest"] = round(f["bolt_tuples_per_sec"] / fastest, 3)
-    words = sum(6 + i % 5 for i in range(args.sentences))
+    words = sum(words_in(i) for i in range(args.sentences))
     ok = all(f["acked"] == args.sentences and f["failed"] == 0 and f["words_counted"] == words
              for f in forms.values())
     print(json.dumps({"bench": "idioms", "engine": args.engine, "sentences": args.sentences, "forms": forms,

@@ -179,10 +179,11 @@ class _Window:
         if behind.any():  # started out of order: keep them in the side store
             self._old_insert(q[behind] + self._base, vals[behind], gen)
             q, vals = q[~behind], vals[~behind]
-        if len(q) and int(q.min()) >= self._n + NEW_RUN_SLOTS:
+        lo = int(q.min()) if len(q) else 0
+        if lo >= self._n + NEW_RUN_SLOTS:
             self._retire()
-            self._base += int(q.min())
-            q = q - int(q.min())
+            self._base += lo
+            q = q - lo
         if len(q):
             top = int(q.max()) + 1
             self._ensure(top)

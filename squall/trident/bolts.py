@@ -15,7 +15,6 @@ open until the results are processed downstream.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +25,10 @@ from squall.trident.operations import (
     BaseAggregator,
     CombinerAggregator,
     ReducerAggregator,
+    Report,
     TridentCollector,
     TridentTuple,
 )
-
-Report = Callable[[BaseException | str], None]  # a bolt's report_error
 
 
 @dataclass
@@ -123,13 +121,12 @@ def aggregate_rows(head: HeadSpec, batch: Any, rows: list[list], report: Report 
     return out
 
 
-def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> list[Any]:
-    """Each operation's `prepare`, once per task; the operations, to clean up at the end."""
+def _prepare_ops(objs: list[Any], conf: dict, context: Any) -> None:
+    """Each operation's `prepare`, once per task."""
     for o in objs:
         prep = getattr(o, "prepare", None)
         if prep is not None:
             prep(conf, context)
-    return objs
 
 
 def _cleanup_ops(objs: list[Any]) -> None:
@@ -153,6 +150,7 @@ def for_engine(factory: Any, engine: str, conf: dict) -> Any:
 class ProcessorBolt(Bolt):
     def __init__(self, segment: Segment):
         self.segment = segment
+        self._ops: list[Any] = []  # the operations prepared, to clean up at the end
 
     def check_engine(self, engine: str, conf: dict) -> None:
         head = self.segment.head
@@ -165,7 +163,8 @@ class ProcessorBolt(Bolt):
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.c = collector
         seg = self.segment
-        self._ops = _prepare_ops([o.op for o in seg.ops] + ([seg.head.op] if seg.head else []), conf, context)
+        self._ops = [o.op for o in seg.ops] + ([seg.head.op] if seg.head else [])
+        _prepare_ops(self._ops, conf, context)
         self._where = (dict(conf), context.this_task_index, len(context.component_tasks(context.this_component_id)))
         self.state = None  # made on first use: a state holds a connection, never carried between waves
         self.held: dict[Any, Any] = {}  # batch -> the tuple that keeps its tree open
@@ -176,7 +175,7 @@ class ProcessorBolt(Bolt):
         return {**self.__dict__, "state": None}
 
     def cleanup(self) -> None:
-        _cleanup_ops(getattr(self, "_ops", []))  # none when the task was never prepared
+        _cleanup_ops(self._ops)  # none when the task was never prepared
 
     def _hold(self, t: Any, batch: Any) -> None:
         if batch in self.held:
@@ -277,6 +276,7 @@ class StateBolt(Bolt):
 
     def __init__(self, spec: StateSpec):
         self.spec = spec
+        self._ops: list[Any] = []  # the operations prepared, to clean up at the end
 
     def declare_output_fields(self, declarer: Any) -> None:
         if self.spec.out_fields:
@@ -287,7 +287,8 @@ class StateBolt(Bolt):
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         self.c = collector
-        self._ops = _prepare_ops([self.spec.op], conf, context)
+        self._ops = [self.spec.op]
+        _prepare_ops(self._ops, conf, context)
         n = len(context.component_tasks(context.this_component_id))
         self._where = (dict(conf), context.this_task_index, n)
         self.state = None  # made on first use: a state holds a connection, never carried between waves
@@ -363,7 +364,7 @@ class StateBolt(Bolt):
         return [[*k, v] for k, v in zip(keys, new)]
 
     def cleanup(self) -> None:
-        _cleanup_ops(getattr(self, "_ops", []))  # none when the task was never prepared
+        _cleanup_ops(self._ops)  # none when the task was never prepared
         close = getattr(self.state, "close", None) if self.state is not None else None
         if close is not None:
             close()

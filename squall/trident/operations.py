@@ -46,12 +46,15 @@ class TridentTuple:
         return f"TridentTuple({dict(zip(self.fields, self.values))!r})"
 
 
+Report = Callable[[BaseException | str], None]  # a bolt's report_error
+
+
 class TridentCollector:
     """Collects what a function emits for one input: each emit appends new fields."""
 
     __slots__ = ("out", "report")
 
-    def __init__(self, report: Callable[[BaseException | str], None] | None = None) -> None:
+    def __init__(self, report: Report | None = None) -> None:
         self.out: list[list] = []
         self.report = report  # the bolt's report_error; None outside a topology
 

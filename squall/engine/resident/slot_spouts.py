@@ -63,8 +63,7 @@ class SlotSpouts:
             return runner
 
     def _open_retry_secs(self) -> float:
-        return float(self.setup.conf.get(Config.SQUALL_SPOUT_OPEN_RETRY_SECS,
-                                         Config.DEFAULTS[Config.SQUALL_SPOUT_OPEN_RETRY_SECS]))
+        return float(self.setup.conf[Config.SQUALL_SPOUT_OPEN_RETRY_SECS])  # the driver's effective conf
 
     def _restore_spout(self, tid: int, blob: bytes) -> SpoutRunner:
         comp = self.topology.task_component[tid]

@@ -320,7 +320,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
 
     def _end(self, ws: WaveState) -> None:
         """The slot's part of the wave is done: its ack parts go to the ackers' slots."""
-
         ws.ended = True
         ws.level = self.depth + 1
         astray = unsettled(ws.sent_in, ws.settled)
@@ -371,9 +370,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
 
 
     # -- spout tasks --------------------------------------------------------------------------
-
-
-    # -- snapshots (docs/design.md) -------------------------------------------------------------
 
 
     # -- the end --------------------------------------------------------------------------------
