@@ -25,6 +25,7 @@ class Config(dict):
     SQUALL_WAVES_IN_FLIGHT = "squall.waves.in.flight"
     SQUALL_ROOT_SEED = "squall.root.seed"
     SQUALL_MAX_REPLAYS = "squall.max.replays"
+    SQUALL_MAX_DELIVERIES = "squall.max.deliveries"  # a broker spout's crash-loop limit (connectors/spout.py)
     SQUALL_DEAD_LETTER_PATH = "squall.dead.letter.path"
     SQUALL_DEAD_LETTER_SINK = "squall.dead.letter.sink"
     SQUALL_GC_TUNE = "squall.gc.tune"
@@ -73,6 +74,9 @@ class Config(dict):
         SQUALL_WAVES_IN_FLIGHT: 2,
         SQUALL_ROOT_SEED: None,
         SQUALL_MAX_REPLAYS: 5,
+        # A broker message delivered this often without an ack is dead-lettered ("lost"); None:
+        # max(10, 2 * (max_retries + 1)).
+        SQUALL_MAX_DELIVERIES: None,
         SQUALL_DEAD_LETTER_PATH: "squall-dead-letters.jsonl",
         SQUALL_GC_TUNE: True,
         SQUALL_FIXED_CHECK_WAVES: 25,

@@ -7,6 +7,13 @@ the message at the broker; when the tree fails the message is retried, and after
 retries it goes to a dead-letter target on the same broker with the reason, and is acked at the
 source. A payload that the declared scheme cannot decode is never emitted: it goes straight to
 the dead-letter target with a `decode` reason.
+
+Two counts decide when a message has had its chances. Its *failures* are the trees the topology
+failed (a bolt's fail, an error, a timeout): the message is dead-lettered when they exceed
+`max_retries`. Its *deliveries* count every time the broker handed it out, also after a worker or
+a consumer died with it: an infrastructure failure is not the message's fault, so it does not
+use a retry, but a message delivered `max_deliveries` times without an ack is dead-lettered with
+reason "lost" (a message that kills its worker each time would otherwise loop forever).
 """
 
 from __future__ import annotations
@@ -27,20 +34,23 @@ log = logging.getLogger("squall.connectors")
 
 MAX_BAD_PER_CALL = 256  # undecodable messages dead-lettered in one next_tuple call, at most
 MAX_RETRIES_KEY = "squall.max.replays"  # Config.SQUALL_MAX_REPLAYS: the default of max_retries
+MAX_DELIVERIES_KEY = "squall.max.deliveries"  # Config.SQUALL_MAX_DELIVERIES
 
 
 class Message:
     """One message taken from a broker: its id there, payload, which delivery this is (1 = the
-    first) and the broker's own handle for acking it."""
+    first), how many of its trees the topology failed before, and the broker's own handle for
+    acking it."""
 
-    __slots__ = ("id", "body", "attempts", "handle", "headers", "emitted_at", "touched_at", "value", "decoded",
-                 "error")
+    __slots__ = ("id", "body", "attempts", "failures", "handle", "headers", "emitted_at", "touched_at", "value",
+                 "decoded", "error")
 
     def __init__(self, id: Any, body: bytes, attempts: int = 1, handle: Any = None,  # noqa: A002
-                 headers: dict | None = None):
+                 headers: dict | None = None, failures: int = 0):
         self.id = id
         self.body = body
         self.attempts = attempts
+        self.failures = failures
         self.handle = handle
         self.headers = headers
         self.emitted_at = 0.0
@@ -50,7 +60,8 @@ class Message:
         self.error: str | None = None  # why the payload does not decode
 
     def __repr__(self) -> str:
-        return f"Message(id={self.id!r}, attempts={self.attempts}, body={preview(self.body or b'')})"
+        return (f"Message(id={self.id!r}, attempts={self.attempts}, failures={self.failures}, "
+                f"body={preview(self.body or b'')})")
 
 
 @dataclass
@@ -75,6 +86,12 @@ class SpoutCounters:
         self.extra[name] = self.extra.get(name, 0) + n
 
 
+def default_max_deliveries(max_retries: int) -> int:
+    """Deliveries a message may have before it counts as crash-looping: well above its retries,
+    so that workers dying around a healthy message do not dead-letter it."""
+    return max(10, 2 * (max_retries + 1))
+
+
 class BrokerSpout(Spout):
     """The queue spout all three brokers share; a subclass talks to its broker.
 
@@ -91,7 +108,8 @@ class BrokerSpout(Spout):
     default_prefetch = 1000
 
     def __init__(self, scheme: str | Callable[[bytes], Any] = "string", fields: Iterable[str] = ("message",),
-                 meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0):
+                 meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0,
+                 max_deliveries: int | None = None):
         self.scheme = Scheme(scheme)
         self.fields = list(fields)
         if len(self.fields) != 1:
@@ -100,6 +118,9 @@ class BrokerSpout(Spout):
         if max_retries is not None and max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.max_retries = max_retries
+        if max_deliveries is not None and max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        self.max_deliveries = max_deliveries
         if retry_delay_secs < 0:
             raise ValueError(f"retry_delay_secs must be >= 0, got {retry_delay_secs}")
         self.retry_delay_secs = float(retry_delay_secs)
@@ -118,6 +139,8 @@ class BrokerSpout(Spout):
         self.component_id = getattr(context, "this_component_id", "spout")
         if self.max_retries is None:
             self.max_retries = int(conf.get(MAX_RETRIES_KEY, 5))
+        if self.max_deliveries is None:
+            self.max_deliveries = int(conf.get(MAX_DELIVERIES_KEY) or default_max_deliveries(self.max_retries))
         self.message_timeout_secs = float(conf.get("topology.message.timeout.secs") or 30)
         mp = conf.get("topology.max.spout.pending")
         self.max_spout_pending = int(mp) if mp else None
@@ -178,10 +201,15 @@ class BrokerSpout(Spout):
         self._failed(m, reason)
 
     def _failed(self, m: Message, reason: Any) -> None:
-        """`m`'s tree failed: retry it, or dead-letter it once it has had its retries."""
+        """`m`'s tree failed: retry it, or dead-letter it once it has had its retries (failures of
+        the topology) or its deliveries (a worker died with it each time)."""
         self.counters.failed += 1
         failure = Failure.from_reason(reason, m.attempts)
-        if m.attempts > self.max_retries:
+        if failure.kind != "lost":  # "lost": the wave running it died, not the message's fault
+            m.failures += 1
+        # deliveries bound every message, also one whose failures a crash made the broker forget
+        spent = m.failures > self.max_retries or m.attempts >= self.max_deliveries
+        if spent:
             self._dead_letter(m, failure)
         else:
             self.counters.retried += 1

@@ -44,7 +44,7 @@ class RedisStreamTransactionalSpout(TransactionalSpout):
         if self._client is None:
             import redis  # noqa: PLC0415
 
-            from squall.connectors.redis.streams import redis_url  # noqa: PLC0415
+            from squall.connectors.redis.connection import redis_url  # noqa: PLC0415
 
             self._client = redis.Redis.from_url(redis_url(self.url).reveal(), socket_timeout=10)
         return self._client

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from squall import Bolt, Config, LocalCluster
+from squall import Bolt, Config, FailReason, LocalCluster
 from squall.connectors.dead_letters import DL_ATTEMPTS, DL_ERROR, DL_REASON, DL_SOURCE
 from tests.support.broker_admins import ADMINS, BROKERS
 from tests.support.broker_kill_worker import DIED_AFTER_DEAD_LETTER, KILL_GROUP, read_ids, start_worker
@@ -163,6 +163,47 @@ def test_a_retried_message_carries_its_attempt_number(admin):
         cluster.kill_topology("attempts")
     assert [v for vals in out.values() for v in vals] == [[3, source]]
     assert rec.spouts[0].counters.retried == 2 and rec.spouts[0].counters.failed == 2
+
+
+class LoseThrice(Bolt):
+    """Fails the first three attempts of every tuple as a dead worker's wave does (reason "lost");
+    emits the attempt number of the fourth."""
+
+    def prepare(self, conf, context, collector):
+        self.c = collector
+
+    def declare_output_fields(self, d):
+        d.declare(["attempts"])
+
+    def execute(self, t):
+        if t[-1]["attempts"] <= 3:
+            self.c.fail_with_reason(t, FailReason("lost", error="the worker died"))
+            return
+        self.c.emit([t[-1]["attempts"]], anchors=t)
+        self.c.ack(t)
+
+
+@pytest.mark.parametrize("max_deliveries", [None, 3])
+def test_a_tree_lost_with_its_worker_uses_no_retry(admin, max_deliveries):
+    """A tree lost because its worker died is not the message's fault: with `max_retries=1` a
+    message lost three times is still processed on its fourth delivery. Only a message delivered
+    `max_deliveries` times without an ack (a crash loop) is dead-lettered, reason "lost"."""
+    source = admin.source("lost")
+    admin.publish(source, [b'{"id": 0}'])
+    rec = Recorder()
+    spout = admin.spout(source, rec, scheme="json", meta_field="meta", max_retries=1, retry_delay_secs=0.05,
+                        max_deliveries=max_deliveries)
+    with LocalCluster(engine="local", capture=True) as cluster:
+        cluster.submit_topology("lost", Config(), spout_into(spout, LoseThrice(), "f"))
+        wait_until(lambda: rec.acked[0] == 1 or rec.dead, 20, lambda: f"spouts {rec.counters()}")
+        out = cluster.coordinator("lost").captured.get("f", {}).get("default", {})
+        cluster.kill_topology("lost")
+    if max_deliveries is None:  # the default: max(10, 2 * (max_retries + 1))
+        assert [v for vals in out.values() for v in vals] == [[4]] and not rec.dead
+        assert rec.spouts[0].counters.retried == 3
+    else:
+        [(key, _m, failure)] = rec.dead
+        assert key == 0 and failure.kind == "lost" and failure.attempts == 3 and not out
 
 
 def test_a_dropped_connection_loses_nothing(proxied_admin):

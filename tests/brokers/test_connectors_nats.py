@@ -27,19 +27,21 @@ nats = pytest.importorskip("nats")
 
 
 def test_consumer_settings_follow_the_topology(nats_admin):
-    """AckWait is the message timeout, max_deliver is max_retries + 1, max_ack_pending is
+    """AckWait is the message timeout, max_deliver is max_deliveries (default: max(10, 2 *
+    (max_retries + 1)), else the topology's squall.max.deliveries), max_ack_pending is
     max.spout.pending; an existing durable is updated to match."""
     stream = nats_admin.source("cfg")
-    spout = JetStreamSpout(stream, durable=GROUP, url=nats_admin.url, max_retries=4)
-    for timeout, pending in ((7, 123), (9, 45)):
+    spout = JetStreamSpout(stream, durable=GROUP, url=nats_admin.url, max_retries=5)
+    for timeout, pending, deliveries in ((7, 123, None), (9, 45, 7)):
         conf = Config()
         conf.set_message_timeout_secs(timeout)
         conf.set_max_spout_pending(pending)
+        conf[Config.SQUALL_MAX_DELIVERIES] = deliveries
         with LocalCluster(engine="local") as cluster:
             cluster.submit_topology("cfg", conf, spout_into(spout, Hold()))
             c = nats_admin.consumer(stream).config
             cluster.kill_topology("cfg")
-        assert (c.ack_wait, c.max_deliver, c.max_ack_pending) == (timeout, 5, pending)
+        assert (c.ack_wait, c.max_deliver, c.max_ack_pending) == (timeout, deliveries or 12, pending)
         assert str(getattr(c.ack_policy, "value", c.ack_policy)) == "explicit" and c.durable_name == GROUP
 
 
@@ -66,7 +68,7 @@ def test_a_message_whose_deliveries_ran_out_is_dead_lettered_as_lost(nats_admin)
     deactivated, may have a pull request on its way to the server, and get it instead)."""
     stream = nats_admin.source("lost")
     rec = Recorder()
-    spout = nats_admin.spout(stream, rec, max_retries=0)
+    spout = nats_admin.spout(stream, rec, max_retries=0, max_deliveries=1)
     conf = Config()
     conf.set_message_timeout_secs(2)
     with LocalCluster(engine="local") as cluster:

@@ -46,7 +46,8 @@ def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(redis_admin)
     for _ in range(2):  # entry 2 was delivered 3 times already (and never acked)
         r.xclaim(stream, GROUP, "dead-consumer", 0, [ids[2]])
     rec = Recorder()
-    spout = redis_admin.spout(stream, rec, scheme="json", meta_field="meta", max_retries=2, claim_idle_secs=0.5)
+    spout = redis_admin.spout(stream, rec, scheme="json", meta_field="meta", max_retries=2, max_deliveries=3,
+                              claim_idle_secs=0.5)
     with LocalCluster(engine="local", capture=True) as cluster:
         cluster.submit_topology("claim", Config(), spout_into(spout, Record(), "rec"))
         wait_until(lambda: rec.n_acked() >= 2 and rec.dead, 20, lambda: f"{rec.counters()}")
@@ -58,6 +59,44 @@ def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(redis_admin)
     assert redis_admin.settled(stream)
     [(_body, info)] = redis_admin.dead_letters(stream)
     assert info[DL_REASON] == "lost"
+
+
+class FailAll(Bolt):
+    def prepare(self, conf, context, collector):
+        self.c = collector
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        self.c.fail(t)
+
+
+def test_a_spout_that_takes_an_entry_over_knows_its_failures(redis_admin):
+    """The topology's failures of an entry outlive the spout that saw them (the group's failures
+    hash): with max_retries=1, an entry failed once by a spout that then went away is
+    dead-lettered at its next failure, in the spout that claims it; the hash is emptied."""
+    r = redis_admin.r
+    stream = redis_admin.source("failures")
+    redis_admin.publish(stream, [b'{"id": 0}'])
+    failures_key = f"{stream}:{GROUP}:failures"
+    first = Recorder()
+    spout = redis_admin.spout(stream, first, scheme="json", max_retries=1, retry_delay_secs=60)
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("first", Config(), spout_into(spout, FailAll()))
+        wait_until(lambda: r.hget(failures_key, r.xrange(stream)[0][0]) == b"1", 20, lambda: f"{first.counters()}")
+        cluster.kill_topology("first")  # the entry stays pending for the first spout's consumer
+    second = Recorder()
+    spout = redis_admin.spout(stream, second, scheme="json", max_retries=1, retry_delay_secs=0.05,
+                              claim_idle_secs=0.5)
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("second", Config(), spout_into(spout, FailAll()))
+        wait_until(lambda: second.dead, 20, lambda: f"{second.counters()}")
+        cluster.kill_topology("second")
+    [(key, _m, failure)] = second.dead
+    assert key == 0 and failure.kind == "failed" and failure.attempts == 2
+    assert second.total("failed") == 1 and second.total("retried") == 0
+    assert redis_admin.settled(stream) and not r.exists(failures_key)
 
 
 def test_entries_in_flight_for_long_are_not_claimed_by_others(redis_admin):

@@ -121,11 +121,11 @@ def test_the_old_base_module_still_exports_the_shared_names():
 
 
 class MemoryQueue:
-    """A broker queue in memory: messages waiting (id, body, attempts), and what became of the
-    others. Shared by the test and the spout copy the cluster runs."""
+    """A broker queue in memory: messages waiting (id, body, attempts, failures), and what became
+    of the others. Shared by the test and the spout copy the cluster runs."""
 
     def __init__(self, bodies: list[bytes]):
-        self.ready: deque = deque((i, body, 1) for i, body in enumerate(bodies))
+        self.ready: deque = deque((i, body, 1, 0) for i, body in enumerate(bodies))
         self.acked: list[Any] = []
         self.dead: list[tuple[Any, Failure]] = []
         self.refuse_connects = 0  # the next this many connects fail
@@ -152,15 +152,15 @@ class MemoryQueueSpout(BrokerSpout):
     def _next_message(self) -> Message | None:
         if not self.queue.ready:
             return None
-        mid, body, attempts = self.queue.ready.popleft()
-        return Message(mid, body, attempts)
+        mid, body, attempts, failures = self.queue.ready.popleft()
+        return Message(mid, body, attempts, failures=failures)
 
     def _ack_message(self, m: Message) -> None:
         self.queue.acked.append(m.id)
         self._acked(m)
 
     def _retry_message(self, m: Message, failure: Failure) -> None:
-        self.queue.ready.append((m.id, m.body, m.attempts + 1))
+        self.queue.ready.append((m.id, m.body, m.attempts + 1, m.failures))
 
     def _dead_letter(self, m: Message, failure: Failure) -> None:
         self.queue.dead.append((m.id, failure))
@@ -197,8 +197,8 @@ class MemoryIOSpout(IOThreadBrokerSpout):
                 q.refuse_connects = q.refuse_after_drop
                 raise ConnectionResetError("memory queue dropped the connection")
             while q.ready and len(self._inflight) + len(self._incoming) < self._prefetch():
-                mid, body, attempts = q.ready.popleft()
-                m = Message(mid, body, attempts)
+                mid, body, attempts, failures = q.ready.popleft()
+                m = Message(mid, body, attempts, failures=failures)
                 self.decode(m)
                 self._incoming.append(m)
             self._stop.wait(0.001)
@@ -212,7 +212,7 @@ class MemoryIOSpout(IOThreadBrokerSpout):
                 q.acked.append(m.id)
                 self._done.append((ACKED, m, None))
             elif kind == self.RETRY_ACTION:
-                q.ready.append((m.id, m.body, m.attempts + 1))
+                q.ready.append((m.id, m.body, m.attempts + 1, m.failures))
             else:
                 q.dead.append((m.id, failure))
                 self._done.append((DEAD, m, failure))
@@ -290,6 +290,29 @@ def test_retries_then_dead_letters_through_the_io_thread_handoff():
     seen, spout = run_topology(MemoryIOSpout(queue, scheme="json", meta_field="meta"), simulated=False)
     check_bookkeeping(queue, spout, seen)
     assert not spout._actions and not spout._done  # everything handed over was done and drained
+
+
+class Forgetful(MemoryQueueSpout):
+    """A broker that forgets a message's failures when it comes back (as one taken over after a
+    crash may): only its deliveries are counted."""
+
+    def _retry_message(self, m: Message, failure: Failure) -> None:
+        self.queue.ready.append((m.id, m.body, m.attempts + 1, 0))
+
+
+def test_failures_and_deliveries_bound_a_message_apart():
+    """Failures of kind "lost" (the wave died) use no retry; other failures do; and deliveries
+    bound every message, also one whose failures the broker forgot."""
+    spout = Forgetful(MemoryQueue([b"lost", b"failed"]), max_retries=1, max_deliveries=4)
+    spout.open({}, None, None)
+    spout._collector = Emits()
+    for _ in range(8):
+        spout.next_tuple()
+        for m in list(spout._inflight.values()):
+            spout.fail(m.id, reason=FailReason("lost" if m.body == b"lost" else "failed"))
+    dead = dict(spout.queue.dead)
+    assert (dead[0].kind, dead[0].attempts) == ("lost", 4) and (dead[1].kind, dead[1].attempts) == ("failed", 4)
+    assert spout.counters.retried == 6 and not spout.queue.ready
 
 
 def test_an_ack_or_fail_of_an_unknown_message_is_counted_stale():

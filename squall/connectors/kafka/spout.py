@@ -72,8 +72,8 @@ class KafkaSpout(IOThreadBrokerSpout):
                  consumer_config: dict | None = None, *, meta_field: str | None = None,
                  retry_delay_secs: float = 0.5, max_retry_delay_secs: float = 10.0,
                  commit_interval_secs: float = 1.0, producer_config: dict | None = None,
-                 open_timeout_secs: float = 15.0):
-        super().__init__(scheme, ("value",), meta_field, max_retries, retry_delay_secs)
+                 open_timeout_secs: float = 15.0, max_deliveries: int | None = None):
+        super().__init__(scheme, ("value",), meta_field, max_retries, retry_delay_secs, max_deliveries)
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics:
             raise ValueError("KafkaSpout needs at least one topic: KafkaSpout(servers, ['orders'], 'group')")

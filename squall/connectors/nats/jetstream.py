@@ -13,15 +13,16 @@ Each message is emitted with msg id `(stream sequence, delivery number)`. When t
 acked the message is acked; an ack counts (and `on_acked` runs) once a flush on the same
 connection confirms the server has it, and acks a dropped connection may have lost are sent
 again after the reconnect. When it fails it is `nak`ed with `retry_delay_secs` of delay; the
-attempt number is JetStream's delivery count. The consumer's `AckWait` is the topology's message
-timeout, and messages still in flight after a third of it get an in-progress ack, so the server
-redelivers a message only when the spout holding it is gone. The consumer's `max_deliver` is
-`max_retries + 1`: when the last allowed delivery fails (or a payload does not decode) the
-message is published to the dead-letter subject `squall.dlq.<stream>` (captured by the stream
+attempt number is JetStream's delivery count, and the spout counts the topology's failures of the
+messages it naks (in memory: a message another spout takes over after a crash starts again from
+none). The consumer's `AckWait` is the topology's message timeout, and messages still in flight
+after a third of it get an in-progress ack, so the server redelivers a message only when the spout
+holding it is gone. When the `max_retries + 1`-th failure comes (or a payload does not decode)
+the message is published to the dead-letter subject `squall.dlq.<stream>` (captured by the stream
 `<stream>_DLQ`, created if missing) with its original data and `squall-*` headers, then acked.
-A message the server stops delivering because its deliveries ran out without an ack (its spout
-died each time) is announced by a JetStream advisory; task 0 of the spout copies it to the
-dead-letter subject with reason "lost".
+The consumer's `max_deliver` is `max_deliveries`: a message the server stops delivering because
+its deliveries ran out without an ack (its spout died each time) is announced by a JetStream
+advisory; task 0 of the spout copies it to the dead-letter subject with reason "lost".
 
 Connection: `url` (comma-separated servers), else `NATS_URL`; credentials from `user` /
 `password`, `token`, `creds` (a .creds file), else `NATS_USER`, `NATS_PASSWORD`, `NATS_TOKEN`,
@@ -82,8 +83,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
                  meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0,
                  dead_letter_subject: str | None = None, dead_letter_stream: str | None = None,
                  create_stream: bool = True, ack_wait_secs: float | None = None, batch_size: int = PULL_BATCH,
-                 pull_expires_secs: float = 1.0, connect_timeout_secs: float = 10.0):
-        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
+                 pull_expires_secs: float = 1.0, connect_timeout_secs: float = 10.0,
+                 max_deliveries: int | None = None):
+        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs, max_deliveries)
         self.stream = stream
         self.subject = subject
         self.durable = durable
@@ -113,7 +115,8 @@ class JetStreamSpout(IOThreadBrokerSpout):
 
     def _connect(self) -> None:
         self.ack_wait = float(self.ack_wait_secs or self.message_timeout_secs)
-        self.max_deliver = self.max_retries + 1
+        self.max_deliver = self.max_deliveries
+        self._failures: dict[int, int] = {}  # stream seq -> failures, of what this spout nak'ed (loop side)
         self.prefetch = self._prefetch()
         self._drainer: Any = None
         self._fetcher: Any = None
@@ -248,7 +251,7 @@ class JetStreamSpout(IOThreadBrokerSpout):
     def _delivered(self, handle: wire.Delivery, data: bytes) -> None:
         self._pulls.delivered()
         seq, n = delivery_ids(handle.reply)
-        m = Message((seq, n), data, n, handle=handle, headers=handle.headers)
+        m = Message((seq, n), data, n, handle=handle, headers=handle.headers, failures=self._failures.get(seq, 0))
         self.decode(m)  # here, off the wave's path
         if self._active:
             self._incoming.append(m)
@@ -294,12 +297,15 @@ class JetStreamSpout(IOThreadBrokerSpout):
                     if kind == GIVE_BACK:
                         self._held.append(m)
                     elif kind == "nak":
+                        if m.failures:
+                            self._failures[m.id[0]] = m.failures
                         delay = self.retry_delay_secs if failure is not None else 0
                         await self._nc.publish(handle.reply, wire.NAK + (
                             b' {"delay": %d}' % int(delay * 1e9) if delay else b""))
                     else:
                         await self._publish_dead_letter(m.body, handle.headers, failure, m.id)
                         await self._nc.publish(handle.reply)
+                        self._failures.pop(m.id[0], None)
                         sent.append((DEAD, m, failure))
                 except Exception as e:  # noqa: BLE001 - the message stays unacked: redelivered later
                     self._done.append((REPORT, f"JetStream {kind} of message {m.id} failed: "
@@ -308,6 +314,9 @@ class JetStreamSpout(IOThreadBrokerSpout):
                 await self._publish_acks(acked)
                 if acked:
                     sent.append((ACKED, acked, None))
+                    if self._failures:
+                        for m in acked:
+                            self._failures.pop(m.id[0], None)
             except Exception as e:  # noqa: BLE001 - unacked: redelivered after the AckWait
                 self._done.append((REPORT, f"JetStream ack of {len(acked)} message(s) failed: "
                                            f"{self._error_text(e)}", None))

@@ -4,10 +4,11 @@ Each message is consumed with a manual ack and emitted with its delivery as msg 
 channel's prefetch is `topology.max.spout.pending` (or `prefetch`), so the broker never hands
 the spout more messages than the topology may have pending. When the tree is acked the spout
 `basic_ack`s the delivery. When it fails, the message is published again (with publisher
-confirms, before the original is acked) carrying its attempt count in the `x-squall-attempts`
-header: to a delay queue `<queue>.retry` whose TTL sends it back to the queue after
-`retry_delay_secs`, or straight back to the queue when the delay is 0. After `max_retries`
-retries, or when its payload does not decode, it goes to the dead-letter queue `<queue>.dlq`
+confirms, before the original is acked) carrying its deliveries and the topology's failures of it
+in the `x-squall-attempts` and `x-squall-failures` headers: to a delay queue `<queue>.retry` whose
+TTL sends it back to the queue after `retry_delay_secs`, or straight back to the queue when the
+delay is 0. After `max_retries` failures, or when its payload does not decode, it goes to the
+dead-letter queue `<queue>.dlq`
 with the original body and `squall-*` headers (reason, error, attempts, ...), then is acked.
 
 The connection lives in a thread of its own (pika is not thread-safe): it receives and decodes
@@ -43,7 +44,8 @@ from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
 
-ATTEMPTS_HEADER = "x-squall-attempts"  # failed deliveries so far, on a retried message
+ATTEMPTS_HEADER = "x-squall-attempts"  # deliveries so far, on a retried message
+FAILURES_HEADER = "x-squall-failures"  # the topology's failures so far, on a retried message
 REASON_HEADER = "x-squall-last-reason"  # why the last attempt failed, on a retried message
 MAX_PREFETCH = 65535
 
@@ -76,6 +78,8 @@ class RabbitMQSpout(IOThreadBrokerSpout):
     scheme: "string", "json", "bytes" or a callable; fields: the payload's field name;
     meta_field: name of an optional second field with {id, attempts, source, redelivered, headers}.
     max_retries: retries before the dead-letter queue (default: the topology's squall.max.replays).
+    max_deliveries: deliveries lost with their worker before the dead-letter queue (default: the
+    topology's squall.max.deliveries).
     retry_delay_secs: delay before a failed message comes back (0: requeued at once).
     prefetch: unacked messages the broker may send (default: topology.max.spout.pending, else 1000).
     declare: declare the queue (durable, with `queue_arguments`), the retry and dead-letter queues.
@@ -89,8 +93,8 @@ class RabbitMQSpout(IOThreadBrokerSpout):
                  max_retries: int | None = None, retry_delay_secs: float = 1.0,
                  dead_letter_queue: str | None = None, retry_queue: str | None = None,
                  prefetch: int | None = None, declare: bool = True, queue_arguments: dict | None = None,
-                 heartbeat_secs: int = 60, connect_timeout_secs: float = 10.0):
-        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
+                 heartbeat_secs: int = 60, connect_timeout_secs: float = 10.0, max_deliveries: int | None = None):
+        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs, max_deliveries)
         self.queue = queue
         self._url = rabbitmq_url(url, host, port, username, password, virtual_host)
         self.url = redact_url(self._url.reveal())
@@ -200,10 +204,12 @@ class RabbitMQSpout(IOThreadBrokerSpout):
 
         def on_delivery(_ch: Any, method: Any, props: Any, body: bytes) -> None:
             headers = props.headers or {}
-            attempts = max(_int_header(headers, ATTEMPTS_HEADER), _int_header(headers, "x-delivery-count")) + 1
+            before = _int_header(headers, ATTEMPTS_HEADER)  # deliveries of the copies before this one
+            attempts = before + _int_header(headers, "x-delivery-count") + 1  # a quorum queue's own count
+            failures = _int_header(headers, FAILURES_HEADER) if FAILURES_HEADER in headers else before
             tag = method.delivery_tag
             tags.delivered(tag)
-            m = Message((gen, tag), body, attempts, (gen, tag, props, method.redelivered), headers)
+            m = Message((gen, tag), body, attempts, (gen, tag, props, method.redelivered), headers, failures)
             decode(m)
             incoming.append(m)
 
@@ -255,6 +261,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             elif kind == "retry":
                 headers = dict(m.headers or {})
                 headers[ATTEMPTS_HEADER] = m.attempts
+                headers[FAILURES_HEADER] = m.failures
                 headers[REASON_HEADER] = failure.kind
                 target = self.retry_queue if self.retry_delay_secs > 0 else self.queue
                 self._republish(m, target, headers)

@@ -7,7 +7,8 @@ This package shares its last name with the `redis` package (redis-py); with abso
 from __future__ import annotations
 
 from squall.connectors.column_spout import ColumnSpoutMixin
-from squall.connectors.redis.streams import RedisStreamSpout, redis_url
+from squall.connectors.redis.connection import redis_url
+from squall.connectors.redis.streams import RedisStreamSpout
 
 __all__ = ["RedisStreamColumnSpout", "RedisStreamSpout", "redis_url"]
 

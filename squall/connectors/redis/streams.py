@@ -3,14 +3,16 @@
 The spout reads new entries with `XREADGROUP` (they stay in the group's pending entries list
 until acked) and emits each with its entry id as msg id. When the tree is acked the entry is
 `XACK`ed (acks are batched). When it fails it stays pending and is claimed back (`XCLAIM`) after
-`retry_delay_secs`; the attempt number is the entry's delivery count, which Redis increments on
-every delivery and claim. After `max_retries` retries, or when it does not decode, it is added
-to the dead-letter stream `<stream>:dlq` (its fields plus `squall-*` fields: reason, error,
-attempts, ...) and acked, in one transaction.
+`retry_delay_secs`. The attempt number is the entry's delivery count, which Redis increments on
+every delivery and claim; the topology's failures of an entry are kept in the hash
+`<stream>:<group>:failures` (written on a retry, removed with the ack), so that a spout that takes
+the entry over after a crash knows them. After `max_retries` failures, or when it does not
+decode, it is added to the dead-letter stream `<stream>:dlq` (its fields plus `squall-*` fields:
+reason, error, attempts, ...) and acked, in one transaction.
 
 Entries of a consumer that died stay pending in the group. Every `claim_interval_secs` each
 spout task takes over, with `XAUTOCLAIM`, entries idle longer than `claim_idle_secs` (default:
-the topology's message timeout); one delivered more than `max_retries + 1` times is
+the topology's message timeout); one delivered more than `max_deliveries` times is
 dead-lettered (reason "lost") instead of being tried again. Entries this spout holds are
 touched (`XCLAIM ... JUSTID`) every third of that time so that no one else claims them.
 
@@ -28,7 +30,6 @@ redis://127.0.0.1:6379/0. The password is never logged.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
@@ -37,14 +38,14 @@ import socket
 import time
 import uuid
 from typing import Any
-from urllib.parse import quote
 
 import redis
 import redis.exceptions
 
 from squall.connectors.dead_letters import Failure
 from squall.connectors.io_thread import ACKED, DEAD, REPORT, IOThreadBrokerSpout
-from squall.connectors.settings import Secret, env_first, redact_url
+from squall.connectors.redis.connection import as_text, close_quietly, entry_id_key, redis_url
+from squall.connectors.settings import redact_url
 from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors")
@@ -54,29 +55,6 @@ CLAIM_COUNT = 500
 READ_BLOCK_MS = 100  # XREADGROUP BLOCK while no tree is in flight
 ACK_WAIT_MS = 10  # ... while trees are in flight: their acks wait no longer than this
 ROOM_WAIT_SECS = 0.003  # the I/O thread's pause while the spout holds all it may
-
-
-def redis_url(url: str | None = None, host: str | None = None, port: int | None = None,
-              username: str | None = None, password: str | None = None, db: int | None = None) -> Secret:
-    """The Redis URL from the arguments, else the environment, else the local default."""
-    url = url or env_first("REDIS_URL")
-    if url:
-        return Secret(url)
-    host = host or env_first("REDIS_HOST", default="127.0.0.1")
-    port = int(port or env_first("REDIS_PORT", default="6379"))
-    user = username or env_first("REDIS_USERNAME", "REDIS_USER", default="")
-    pw = password or env_first("REDIS_PASSWORD", default="")
-    db = int(db if db is not None else env_first("REDIS_DB", default="0"))
-    auth = ""
-    if pw:
-        auth = f"{quote(user, safe='')}:{quote(pw, safe='')}@"
-    elif user:
-        auth = f"{quote(user, safe='')}@"
-    return Secret(f"redis://{auth}{host}:{port}/{db}")
-
-
-def _s(v: Any) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 class RedisStreamSpout(IOThreadBrokerSpout):
@@ -99,10 +77,11 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                  max_retries: int | None = None, retry_delay_secs: float = 1.0,
                  dead_letter_stream: str | None = None, start_id: str = "0", batch_size: int | None = None,
                  claim_idle_secs: float | None = None, claim_interval_secs: float | None = None,
-                 socket_timeout_secs: float = 5.0):
-        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs)
+                 socket_timeout_secs: float = 5.0, max_deliveries: int | None = None):
+        super().__init__(scheme, fields, meta_field, max_retries, retry_delay_secs, max_deliveries)
         self.stream = stream
         self.group = group
+        self.failures_key = f"{stream}:{group}:failures"
         self._url = redis_url(url, host, port, username, password, db)
         self.url = redact_url(self._url.reveal())
         self.consumer = consumer
@@ -150,10 +129,10 @@ class RedisStreamSpout(IOThreadBrokerSpout):
 
     def _meta(self, m: Message) -> dict[str, Any]:
         return {"id": m.id, "attempts": m.attempts, "source": self.stream,
-                "fields": {_s(k): _s(v) for k, v in (m.handle or {}).items() if k != self._field}}
+                "fields": {as_text(k): as_text(v) for k, v in (m.handle or {}).items() if k != self._field}}
 
     def _no_payload(self, m: Message) -> str:
-        names = sorted(_s(k) for k in (m.handle or {}))
+        names = sorted(as_text(k) for k in (m.handle or {}))
         return f"entry has no field {self.payload_field!r} (its fields: {names})"
 
     # -- the I/O thread: connection -------------------------------------------------------------
@@ -166,10 +145,10 @@ class RedisStreamSpout(IOThreadBrokerSpout):
             r.xgroup_create(self.stream, self.group, id=self.start_id, mkstream=True)
         except redis.exceptions.ResponseError as e:
             if "BUSYGROUP" not in str(e):
-                _close_quietly(r)
+                close_quietly(r)
                 raise
         except Exception:
-            _close_quietly(r)
+            close_quietly(r)
             raise
         self._r = r
 
@@ -179,7 +158,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
 
     def _io_close(self) -> None:
         r, self._r = self._r, None
-        _close_quietly(r)
+        close_quietly(r)
 
     def _io_serve(self) -> None:
         """Read ahead, settle what the spout handed over, take back what needs taking, and keep
@@ -233,9 +212,9 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         res = self._r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block)
         self._hand_over([self._message(eid, fields, 1) for _stream, entries in res or () for eid, fields in entries])
 
-    def _message(self, eid: Any, fields: dict | None, attempts: int) -> Message:
+    def _message(self, eid: Any, fields: dict | None, attempts: int, failures: int = 0) -> Message:
         fields = fields or {}
-        return Message(_s(eid), fields.get(self._field), attempts, handle=fields)
+        return Message(as_text(eid), fields.get(self._field), attempts, handle=fields, failures=failures)
 
     def _hand_over(self, messages: list[Message]) -> None:
         """Decode here, off the wave's path, and give the spout all of a reply at once (so that a
@@ -257,7 +236,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
             for m in due:  # still pending and ours: try again later
                 heapq.heappush(heap, (now, next(self._seq), m))
             raise
-        got = {_s(eid): fields for eid, fields in claimed or () if fields is not None}
+        got = {as_text(eid): fields for eid, fields in claimed or () if fields is not None}
         back = []
         for m in due:
             fields = got.get(m.id)
@@ -265,7 +244,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
                 self._held.pop(m.id, None)
                 self.counters.add("vanished")
                 continue
-            back.append(self._message(m.id, fields, m.attempts + 1))  # XCLAIM counted a delivery
+            back.append(self._message(m.id, fields, m.attempts + 1, m.failures))  # XCLAIM counted a delivery
         self._hand_over(back)
 
     def _recover(self) -> None:
@@ -274,14 +253,16 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         rather than wait for claim_idle."""
         rows = self._r.xpending_range(self.stream, self.group, min="-", max="+",
                                       count=len(self._held) + self._prefetch() + 1000, consumername=self.consumer)
-        lost = {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        lost = {as_text(r["message_id"]): int(r["times_delivered"]) for r in rows}
         for eid in self._held:
             lost.pop(eid, None)
         if not lost:
             return
-        claimed = self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost))
-        self._hand_over([self._message(eid, fields, lost[_s(eid)] + 1)  # XCLAIM counted a delivery
-                         for eid, fields in claimed or () if fields is not None])
+        claimed = [(as_text(eid), fields) for eid, fields in
+                   self._r.xclaim(self.stream, self.group, self.consumer, 0, list(lost)) or () if fields is not None]
+        failures = self._failures([eid for eid, _ in claimed])
+        self._hand_over([self._message(eid, fields, lost[eid] + 1, failures.get(eid, 0))  # XCLAIM counted a delivery
+                         for eid, fields in claimed])
         self.counters.add("recovered", len(lost))
 
     def _claim_dead(self) -> None:
@@ -292,20 +273,22 @@ class RedisStreamSpout(IOThreadBrokerSpout):
             if room <= 0:
                 break
             res = self._r.xautoclaim(self.stream, self.group, self.consumer, self._idle_ms, cursor, count=room)
-            cursor = _s(res[0])
-            fresh = [(_s(eid), fields) for eid, fields in res[1] if fields is not None and _s(eid) not in self._held]
+            cursor = as_text(res[0])
+            fresh = [(as_text(eid), fields) for eid, fields in res[1]
+                     if fields is not None and as_text(eid) not in self._held]
             if fresh:
                 self._take_over(fresh)
             if cursor == "0-0":
                 break
 
     def _take_over(self, entries: list[tuple[str, dict]]) -> None:
-        counts = self._delivery_counts([eid for eid, _ in entries])
+        ids = [eid for eid, _ in entries]
+        counts, failures = self._delivery_counts(ids), self._failures(ids)
         back = []
         for eid, fields in entries:
-            m = self._message(eid, fields, counts.get(eid, 2))
+            m = self._message(eid, fields, counts.get(eid, 2), failures.get(eid, 0))
             self.counters.add("claimed")
-            if m.attempts > self.max_retries + 1:
+            if m.attempts > self.max_deliveries:
                 self._held[m.id] = m
                 self._to_dead.append((m, Failure("lost", f"delivered {m.attempts - 1} times without an ack "
                                                          f"(its consumer died or timed out)", m.attempts)))
@@ -314,10 +297,17 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         self._hand_over(back)
 
     def _delivery_counts(self, ids: list[str]) -> dict[str, int]:
-        lo, hi = min(ids, key=_id_key), max(ids, key=_id_key)
+        lo, hi = min(ids, key=entry_id_key), max(ids, key=entry_id_key)
         rows = self._r.xpending_range(self.stream, self.group, min=lo, max=hi, count=len(ids) + 1000,
                                       consumername=self.consumer)
-        return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        return {as_text(r["message_id"]): int(r["times_delivered"]) for r in rows}
+
+    def _failures(self, ids: list[str]) -> dict[str, int]:
+        """The topology's failures of these entries so far, as the retries recorded them."""
+        if not ids:
+            return {}
+        got = self._r.hmget(self.failures_key, ids)
+        return {eid: int(n) for eid, n in zip(ids, got, strict=True) if n is not None}
 
     def _touch(self, now: float, limit: float) -> None:
         """Reset the idle time of what this consumer holds (XCLAIM ... JUSTID to itself), so that
@@ -338,15 +328,19 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         """Take the actions the spout handed over, then send the dead letters and (up to
         `max_acks`, None: all) acks waiting. What a lost connection interrupts stays waiting, and
         is sent after the reconnect."""
-        actions = self._actions
+        actions, failed = self._actions, {}
         while actions:
             kind, m, failure = actions.popleft()
             if kind == "ack":
                 self._to_ack.append(m)
             elif kind == self.RETRY_ACTION:  # stays pending; claimed back when due
                 heapq.heappush(self._retry_heap, (time.monotonic() + self.retry_delay_secs, next(self._seq), m))
+                if m.failures:
+                    failed[m.id] = m.failures
             else:
                 self._to_dead.append((m, failure))
+        if failed:  # where a spout that takes these entries over after a crash finds them
+            self._r.hset(self.failures_key, mapping=failed)
         held, done = self._held, self._done
         while self._to_dead:
             m, failure = self._to_dead[0]
@@ -357,12 +351,23 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         to_ack, sent = self._to_ack, 0
         while to_ack and (max_acks is None or sent < max_acks):
             chunk = to_ack[:ACK_CHUNK]
-            self._r.xack(self.stream, self.group, *[m.id for m in chunk])
+            self._xack([m.id for m in chunk], [m.id for m in chunk if m.failures])
             del to_ack[:len(chunk)]
             sent += len(chunk)
             for m in chunk:
                 held.pop(m.id, None)
                 done.append((ACKED, m, None))
+
+    def _xack(self, ids: list[str], failed: list[str]) -> None:
+        """XACK these entries, and forget the failures of those that had some, in one transaction
+        (a crash between the two would leave their failures behind for good)."""
+        if not failed:
+            self._r.xack(self.stream, self.group, *ids)
+            return
+        pipe = self._r.pipeline(transaction=True)
+        pipe.xack(self.stream, self.group, *ids)
+        pipe.hdel(self.failures_key, *failed)
+        pipe.execute()
 
     def _send_dead_letter(self, m: Message, failure: Failure) -> bool:
         """XADD to the dead-letter stream and XACK at the source, in one transaction. If an
@@ -376,6 +381,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         pipe = self._r.pipeline(transaction=True)
         pipe.xadd(self.dead_letter_stream, fields)
         pipe.xack(self.stream, self.group, m.id)
+        pipe.hdel(self.failures_key, m.id)
         self._unsure.add(m.id)
         try:
             pipe.execute()
@@ -386,14 +392,3 @@ class RedisStreamSpout(IOThreadBrokerSpout):
             return False
         self._unsure.discard(m.id)
         return True
-
-
-def _id_key(eid: str) -> tuple[int, int]:
-    ms, _, seq = eid.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def _close_quietly(r: Any) -> None:
-    if r is not None:
-        with contextlib.suppress(Exception):  # closing a broken connection may fail; nothing to do
-            r.close()
