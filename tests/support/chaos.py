@@ -49,6 +49,9 @@ from tests.support.trident_helpers import Split, write_corpus
 
 RESTART_SECS = 120  # a killed slot must be back within this
 RUN_GUARD_SECS = 600  # a run that has not finished by then has lost something (or hangs): it fails
+# Polls (or progress lines) in a row that find all work done before a fault the work outran is
+# executed, and before a run ends: the topologies have recovered from the fault before.
+QUIET_POLLS = 40
 
 
 @dataclass
@@ -144,7 +147,7 @@ class Chaos:
         return [redis_proxy, pg_proxy]
 
     def prepare(self) -> None:
-        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq")
+        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq", f"{self.stream}:chaos:failures")
         rng = random.Random(self.seed)
         entries = self.good + self.poison
         rng.shuffle(entries)
@@ -215,7 +218,7 @@ class Chaos:
             result.rollbacks += cluster.coordinator(name).rollbacks
 
     def cleanup(self) -> None:
-        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq")
+        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq", f"{self.stream}:chaos:failures")
         self.r.close()
         PostgresMapState.factory(None, "transactional", table=self.table).drop()
 
@@ -241,7 +244,8 @@ def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | N
              cuts: int = 0) -> RunResult:
     """One seeded run: the three topologies, `kills` slot kills and `cuts` cuts of every Redis and
     PostgreSQL connection, at work-done points drawn from the seed (within the first 70% of the
-    work, with some work done between two faults), then the oracles."""
+    work, with some work done between two faults), then the oracles. Points the work outran (it
+    finished first) are executed on the finished topologies, each once they have settled."""
     sizes = sizes or Sizes()
     rng = random.Random(zlib.crc32(f"chaos/{seed}".encode()))
     result = RunResult(seed)
@@ -256,20 +260,22 @@ def run_once(spark: Any, seed: int, kills: int, redis_url: str, sizes: Sizes | N
         try:
             with LocalCluster(engine="spark", spark=spark) as cluster:
                 chaos.submit(cluster)
-                done, last = False, -1
-                while not done:
+                last, quiet = -1, 0
+                while points or quiet < QUIET_POLLS:
                     if time.monotonic() - t0 > RUN_GUARD_SECS:
                         result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
                         break
                     work_done, done = chaos.progress(cluster)
-                    if points and work_done >= points[0] and work_done > last:  # some work between faults
+                    quiet = quiet + 1 if done else 0
+                    if points and (work_done >= points[0] and work_done > last  # some work between faults
+                                   or quiet >= QUIET_POLLS):
                         points.pop(0)
                         if faults.pop(0) == "kill":
                             kill_a_slot(cluster, rng)
                             result.kills += 1
                         else:
                             cut(proxies, result)
-                        last = work_done
+                        last, quiet = work_done, 0
                         continue
                     time.sleep(0.02)
                 if points:
@@ -294,7 +300,7 @@ def run_with_driver_kills(seed: int, slot_kills: int, driver_kills: int, redis_u
     and `cuts` cuts of every Redis and PostgreSQL connection, at work-done points drawn from the
     seed; then the oracles. With `hosts` (a running namespace cluster) the job runs on it, and
     `host_kills` SIGKILLs of a worker host (each followed by a new host joining) are among the
-    faults."""
+    faults. Points the work outran are executed on the finished topologies, as in `run_once`."""
     sizes = sizes or Sizes()
     rng = random.Random(zlib.crc32(f"chaos-driver/{seed}".encode()))
     result = RunResult(seed)
@@ -379,39 +385,59 @@ def _start_job(seed: int, work: str, chaos: Chaos, slot_points: list[int], start
         if hosts is not None:
             argv += [hosts.master_url, hosts.bridge_ip, hosts.worker_python, str(hosts.tmp / "shared")]
             env.pop("PYTHONPATH")  # the job finds the checkout itself; the executors must not
-        return subprocess.Popen([sys.executable, JOB, *argv], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
-                                start_new_session=True)
+        return subprocess.Popen([sys.executable, JOB, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env, start_new_session=True)
+
+
+def _due(points: list[int], work_done: int, worked: bool, outrun: bool) -> bool:
+    """Whether the next of `points` is to be executed: reached by work done (`worked`: by work of
+    the current driver process, where that matters), or outrun by the work."""
+    return bool(points) and (work_done >= points[0] and worked or outrun)
 
 
 def _watch(job: subprocess.Popen, faults: _Faults, result: RunResult, t0: float, err: str) -> bool:
-    """Follow one driver process: its slot kills, and ours of it at the next driver point. True when
-    it finished the work (or failed: said in `result.problems`)."""
+    """Follow one driver process: its slot kills, and ours of it, of a host or of the connections
+    at their points. A point the work outran is executed once the job has settled (all work done,
+    its own points executed) for QUIET_POLLS lines; the job is told to stop once none is left. True
+    when it finished the work (or failed: said in `result.problems`)."""
     first = None  # the work done when this process first reported: it must do some before it dies
+    quiet = 0  # settled lines in a row since our last fault
+    stopping = False
     try:
         for line in job.stdout:
             word, _, arg = line.strip().partition(" ")
-            if word == "PROGRESS" and first is None:
-                first = int(arg)
-            if word == "PROGRESS":
-                faults.last = int(arg)
-            if word == "PROGRESS" and faults.cut and int(arg) >= faults.cut[0]:
-                faults.cut.pop(0)
-                cut(faults.proxies, result)
-            if word == "PROGRESS" and faults.host and int(arg) >= faults.host[0] and int(arg) > first:
-                faults.host.pop(0)
-                faults.kill_a_host(result)
             if word == "KILLED":
                 faults.slot.pop(0)
                 result.kills += 1
-            elif word == "DONE":
+                continue
+            if word == "DONE":
                 result.rollbacks += int(arg or 0)
                 return True
-            elif word == "PROGRESS" and faults.driver and int(arg) >= faults.driver[0] and int(arg) > first:
+            if word != "PROGRESS":
+                continue
+            n, settled = (int(x) for x in arg.split())
+            first = n if first is None else first
+            faults.last = n
+            quiet = quiet + 1 if settled else 0
+            outrun = quiet >= QUIET_POLLS  # the work is done: the points left are executed now
+            if _due(faults.cut, n, True, outrun):
+                faults.cut.pop(0)
+                cut(faults.proxies, result)
+                quiet = 0
+            elif _due(faults.host, n, n > first, outrun):
+                faults.host.pop(0)
+                faults.kill_a_host(result)
+                quiet = 0
+            elif _due(faults.driver, n, n > first, outrun):
                 os.killpg(job.pid, signal.SIGKILL)  # the job's own group: driver, JVM, Python workers
                 faults.driver.pop(0)
                 result.kills += 1
                 result.driver_kills += 1
                 return False
+            elif outrun and not faults.left and not stopping:
+                stopping = True
+                job.stdin.write("STOP\n")
+                job.stdin.flush()
             if time.monotonic() - t0 > RUN_GUARD_SECS:
                 result.problems.append(f"not finished within {RUN_GUARD_SECS} s")
                 os.kill(job.pid, signal.SIGUSR1)  # its threads' stacks into its log, before it is killed

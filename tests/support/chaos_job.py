@@ -13,8 +13,10 @@ proxies); the oracles read Redis at REDIS_URL. With MASTER the job runs on that 
 namespace cluster whose hosts the harness kills), its executors on WORKER_PYTHON, with SHARED as
 the directory every host sees (WORK_DIR is in it).
 
-Prints "PROGRESS <work done>" lines, "KILLED <slot kills>" after each slot kill, and at the end
-"DONE <rollbacks>" (the recoveries this process's topologies went through).
+Prints "PROGRESS <work done> <settled>" lines, "KILLED <slot kills>" after each slot kill, and,
+once the harness writes "STOP" to its stdin, "DONE <rollbacks>" (the recoveries this process's
+topologies went through). Settled (1): all work done for QUIET_POLLS polls in a row and every
+slot kill point executed; a point the work outran is executed once the work has been done as long.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 import zlib
 from typing import Any
@@ -33,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from squall import LocalCluster  # noqa: E402
 from squall.engine.spark.session import get_or_create_session  # noqa: E402
-from tests.support.chaos import Chaos, Sizes, kill_a_slot  # noqa: E402
+from tests.support.chaos import QUIET_POLLS, Chaos, Sizes, kill_a_slot  # noqa: E402
 
 
 def cluster_session(seed: int, master: str, driver_host: str, worker_python: str, shared: str) -> tuple[Any, dict]:
@@ -50,6 +53,14 @@ def cluster_session(seed: int, master: str, driver_host: str, worker_python: str
         "spark.task.maxFailures": "4",
     })
     return spark, {"squall.checkpoint.dir": os.path.join(shared, "checkpoints"), "squall.shared.paths": [shared]}
+
+
+def wait_for_stop(stop: threading.Event) -> None:
+    """Set `stop` when the harness says STOP (or is gone: its end of stdin closed)."""
+    for line in sys.stdin:
+        if line.strip() == "STOP":
+            break
+    stop.set()
 
 
 def main(argv: list[str]) -> int:
@@ -70,17 +81,20 @@ def main(argv: list[str]) -> int:
     if len(argv) > 6:
         chaos.via_redis, chaos.via_dsn = argv[6], argv[7] or None
     kills = 0
+    stop = threading.Event()
+    threading.Thread(target=wait_for_stop, args=(stop,), daemon=True).start()
     with LocalCluster(engine="spark", spark=spark) as cluster:
         chaos.submit(cluster, extra)
-        done, last = False, -1
-        while not done:
+        last, quiet = -1, 0
+        while not stop.is_set():
             work_done, done = chaos.progress(cluster)
-            print("PROGRESS", work_done, flush=True)
-            if slot_points and work_done >= slot_points[0] and work_done > last:
+            quiet = quiet + 1 if done else 0
+            print("PROGRESS", work_done, int(quiet >= QUIET_POLLS and not slot_points), flush=True)
+            if slot_points and (work_done >= slot_points[0] and work_done > last or quiet >= QUIET_POLLS):
                 slot_points.pop(0)
                 kill_a_slot(cluster, rng)
                 kills += 1
-                last = work_done
+                last, quiet = work_done, 0
                 print("KILLED", kills, flush=True)
                 continue
             time.sleep(0.05)
