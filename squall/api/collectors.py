@@ -19,11 +19,13 @@ class LeanEmits(NamedTuple):
     on a stream with one single-target route): `keys[j] = input row * nbuckets + bucket` of emit
     j, in emit order, and per bucket (a stream's target task: `buckets[b]` is (stream out,
     task id)) its values, in emit order: the children already split by destination. A one-field
-    stream's values are kept flat (the value, not its list), as such a batch travels."""
+    stream's values are kept flat (the value, not its list), as such a batch travels. `others`:
+    (emit j, row) for an emit anchored to another input of the batch too (a join's two anchors)."""
 
     keys: list[int]
     values: list[list]
     buckets: list[tuple[StreamOut, int]]
+    others: list[tuple[int, int]] = []
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -49,15 +51,15 @@ class OutputCollector:
     """A bolt's collector (Storm's OutputCollector).
 
     Two ways to record an emit. The lean path, for the common emit (anchored to the input being
-    executed, on a stream with one route that picks one task, nothing else recorded yet in the
-    batch): an int key and the values appended to the target's bucket, so the children leave
-    already split by destination (`LeanEmits`). Any other emit takes the general path, a record
-    per emit (`Recorded.emits`); the batch's lean records so far become general ones first, so
-    the emit order is kept."""
+    executed, and maybe to one more input of the batch, on a stream with one route that picks one
+    task, nothing else recorded yet in the batch): an int key and the values appended to the
+    target's bucket, so the children leave already split by destination (`LeanEmits`). Any other
+    emit takes the general path, a record per emit (`Recorded.emits`); the batch's lean records so
+    far become general ones first, so the emit order is kept."""
 
     __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
-                 "input_row", "_runner", "_held", "_lean_keys", "_lean_vals", "_buckets", "_nb", "_batch",
-                 "_tuples", "_ack_rows")
+                 "input_row", "_runner", "_held", "_lean_keys", "_lean_vals", "_lean_others", "_buckets", "_nb",
+                 "_batch", "_tuples", "_ack_rows")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
@@ -81,6 +83,7 @@ class OutputCollector:
         self._nb = len(self._buckets) or 1
         self._lean_keys: list[int] = []
         self._lean_vals: list[list] = [[] for _ in self._buckets]
+        self._lean_others: list[tuple[int, int]] = []
         self._batch: Any = None  # the batch being executed, and its Tuples (begin_batch)
         self._tuples: Sequence[Tuple] = []
         self._ack_rows: list[int] = []
@@ -101,8 +104,8 @@ class OutputCollector:
         """Hand over (and forget) what was recorded: the engine turns it into ids and acks in bulk."""
         lean = None
         if self._lean_keys:
-            lean = LeanEmits(self._lean_keys, self._lean_vals, self._buckets)
-            self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
+            lean = LeanEmits(self._lean_keys, self._lean_vals, self._buckets, self._lean_others)
+            self._lean_keys, self._lean_vals, self._lean_others = [], [[] for _ in self._buckets], []
         rec = Recorded(self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held, lean,
                        self._ack_rows)
         self._emits, self._acks, self._fails, self._resets, self._unrouted, self._held = [], [], [], [], 0, []
@@ -115,13 +118,16 @@ class OutputCollector:
         comes next: the emit order is kept)."""
         keys, vals, nb, tuples = self._lean_keys, self._lean_vals, self._nb, self._tuples
         nexts = [iter(v).__next__ for v in vals]
+        others = dict(self._lean_others)
         emits = self._emits
-        for k in keys:
+        for j, k in enumerate(keys):
             row, b = divmod(k, nb)
             so, task = self._buckets[b]
             values = nexts[b]()
-            emits.append((so, [values] if so.nfields == 1 else values, tuples[row], [task], row))
-        self._lean_keys, self._lean_vals = [], [[] for _ in self._buckets]
+            other = others.get(j)
+            anchors = tuples[row] if other is None else (tuples[row], tuples[other])
+            emits.append((so, [values] if so.nfields == 1 else values, anchors, [task], row))
+        self._lean_keys, self._lean_vals, self._lean_others = [], [[] for _ in self._buckets], []
 
     def fail_with_reason(self, tuple: Tuple, reason: Any) -> None:  # noqa: A002
         """The engine's fail: an input whose execute raised fails with the error as its reason."""
@@ -144,9 +150,14 @@ class OutputCollector:
         if so.unrouted and not self._record_all:
             self._unrouted += 1
             return NO_TASKS
-        if so.bucket >= 0 and type(anchors) is Tuple and not self._emits:
-            row = anchors._i
-            if row == self.input_row and anchors._b is self._batch:  # the input being executed
+        if so.bucket >= 0 and not self._emits:
+            row = -1
+            if type(anchors) is Tuple:
+                if anchors._i == self.input_row and anchors._b is self._batch:  # the input being executed
+                    row = anchors._i
+            elif type(anchors) is tuple:
+                row = self._lean_pair(anchors)
+            if row >= 0:
                 cache = so.pick_cache  # a fields grouping's positions by value, looked up here
                 v = values[so.pick_index] if cache is not None else None
                 p = cache.get(v) if type(v) is str else None
@@ -161,6 +172,25 @@ class OutputCollector:
         targets = so.route(values)
         self._emits.append((so, values, anchors, targets, self.input_row))
         return targets
+
+    def _lean_pair(self, anchors: tuple[Tuple, ...]) -> int:
+        """A join's two anchors on the lean path: when one is the input being executed and the
+        other another input of the batch, the executing row (the other is recorded for the
+        emit about to be), else -1."""
+        if len(anchors) != 2:
+            return -1
+        a, b = anchors
+        row = self.input_row
+        if a._b is not self._batch or b._b is not self._batch:
+            return -1
+        if a._i == row:
+            other = b._i
+        elif b._i == row:
+            other = a._i
+        else:
+            return -1
+        self._lean_others.append((len(self._lean_keys), other))
+        return row
 
     def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,
                     stream: str = "default") -> None:

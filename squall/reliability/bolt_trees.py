@@ -107,16 +107,27 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 
 def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
-                    out_ack: np.ndarray, settling: np.ndarray | None = None,
-                    row_ids: np.ndarray | None = None) -> Anchors | None:
+                    out_ack: np.ndarray, settling: np.ndarray | None = None, row_ids: np.ndarray | None = None,
+                    others: list[tuple[int, int]] = ()) -> Anchors | None:
     """`anchor_children` for children each anchored to the input that emitted it (the lean
     path's emits: squall.api.collectors.LeanEmits), one child per emit, in emit order: `rows`,
     `ords` and `targets` are per child its input row, its ordinal within that input's execute
-    and its task. The same edges as `anchor_children` makes for the same emits."""
+    and its task; `others`: (child, row) for a child anchored to one more input of the batch.
+    The same edges as `anchor_children` makes for the same emits."""
     if anchors is None or not len(anchors.root):
         return None
     keys = keys_of(anchors, salt, row_ids)
-    contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack, settling)
+    child = np.arange(len(rows))
+    pair_row = rows
+    if others:
+        more = np.array(others, _I64).reshape(-1, 2)
+        child = np.concatenate([child, more[:, 0]])
+        pair_row = np.concatenate([rows, more[:, 1]])
+    exec_row = rows[child]
+    contrib = anchor_edges(anchors, keys, pair_row, child, keys[exec_row], ords[child], targets[child], out_ack,
+                           settling)
+    if others:
+        return contrib.merged(len(rows))
     return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
 
 
@@ -291,12 +302,13 @@ class BatchTrees:
 
     def own_row_children(self, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
                          settling: np.ndarray | None, row_ids: np.ndarray | None,
-                         all_settle: bool) -> Anchors | None:
-        """The same for the lean path's children, each anchored to the input that emitted it;
-        with no edge at all when every child goes to a task that settles whole (`all_settle`)."""
-        got = settled_own_rows(self.anchors, rows) if all_settle else None
+                         all_settle: bool, others: list[tuple[int, int]] = ()) -> Anchors | None:
+        """The same for the lean path's children, each anchored to the input that emitted it
+        (and `others`: (child, row) anchored to one more input); with no edge at all when every
+        child goes to a task that settles whole (`all_settle`) and has one anchor."""
+        got = settled_own_rows(self.anchors, rows) if all_settle and not others else None
         if got is None:
-            got = anchor_own_rows(self.anchors, rows, ords, targets, salt, self.out_ack, settling, row_ids)
+            got = anchor_own_rows(self.anchors, rows, ords, targets, salt, self.out_ack, settling, row_ids, others)
         return got
 
     def settle(self, verdicts: InputVerdicts, sink: MessageSink, failed: FailReason, own_acks: bool = False) -> None:

@@ -87,6 +87,29 @@ class ListAnchored(Bolt):
         self.c.ack(t)
 
 
+class Joined(Bolt):
+    """A join's anchoring: each word anchored to its input and to the input before it, in either
+    order (by the input's hash), that one acked after; the first input of a run alone. The input
+    before is from an earlier batch at a batch's start (the general path), else from this one."""
+
+    def prepare(self, conf, ctx, c):
+        self.c, self.previous = c, None
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+        d.declare(["tid", "n"], stream="totals")
+
+    def execute(self, t):
+        prev = self.previous
+        swap = zlib.crc32(str(t["tid"]).encode()) % 2
+        for w in t["text"].split():
+            self.c.emit([w], anchors=[t] if prev is None else [prev, t] if swap else (t, prev))
+        self.c.emit([t["tid"], len(t["text"])], anchors=t, stream="totals")
+        if prev is not None:
+            self.c.ack(prev)
+        self.previous = t
+
+
 class Sink(BasicBolt):
     def declare_output_fields(self, d):
         pass
@@ -154,7 +177,7 @@ def _acks(res):
     return roots[order].tolist(), vals[order].tolist(), sorted(res.fail_roots)
 
 
-@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly, ListAnchored])
+@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly, ListAnchored, Joined])
 @pytest.mark.parametrize("sink_cls", [Sink, KeepAll])
 @pytest.mark.parametrize("tracked", [True, False])
 def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
@@ -170,10 +193,11 @@ def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
     assert any(so.bucket >= 0 for so in lean_task.streams.values())
 
 
-@pytest.mark.parametrize("bolt_cls", [LeanOnly, ListAnchored])
+@pytest.mark.parametrize("bolt_cls", [LeanOnly, ListAnchored, Joined])
 def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
-    """LeanOnly's emits, and a Bolt's anchored with `anchors=[t]`, all take the lean path: the
-    collector hands over keys and buckets only."""
+    """LeanOnly's emits, a Bolt's anchored with `anchors=[t]`, and a join's anchored to the
+    input and another input of the batch, all take the lean path: the collector hands over keys
+    and buckets only (and the join's other anchors)."""
     topo = _topology(bolt_cls(), Sink())
     task = BoltTask(topo, "work", 0, Config(), bolt_cls())
     seen = []
@@ -189,6 +213,8 @@ def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
     (rec,) = seen
     words = sum(len(v[1].split()) for v in _batch(3).values)
     assert rec.emits == [] and rec.lean is not None and len(rec.lean) == words + N
+    first = len(_batch(3).values[0][1].split())
+    assert len(rec.lean.others) == (words - first if bolt_cls is Joined else 0)
     # every child sits in the bucket of the task its grouping picks, in emit order; a one-field
     # stream's values flat (the word, as its batch travels), others as their lists
     expect: dict[tuple[str, int], list] = {}

@@ -364,8 +364,9 @@ class BoltTask(TaskBase):
 
     def _lean_children(self, lean: LeanEmits, trees: BatchTrees,
                        salt: int) -> tuple[list[tuple[int, TupleBatch]], Any]:
-        """The children of the lean path's emits (each anchored to the input that emitted it,
-        already split by destination), and their anchors_to_ids (None: none tracked)."""
+        """The children of the lean path's emits (each anchored to the input that emitted it, some
+        to one more input, already split by destination), and their anchors_to_ids (None: none
+        tracked)."""
         if not trees.tracked:
             return bucket_children(self.component, self.task_id, lean, None, None), None
         rows, bucket = np.divmod(np.array(lean.keys, np.int64), len(lean.buckets))
@@ -373,7 +374,8 @@ class BoltTask(TaskBase):
             self._bucket_tasks = np.array([t for _, t in lean.buckets], np.int64)
             self._buckets_settle = self.settling is not None and bool(np.isin(self._bucket_tasks, self.settling).all())
         child_anchors = trees.own_row_children(rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
-                                               self.settling, settled_row_ids(trees.batch), self._buckets_settle)
+                                               self.settling, settled_row_ids(trees.batch), self._buckets_settle,
+                                               lean.others)
         return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:
