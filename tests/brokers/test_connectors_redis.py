@@ -15,6 +15,7 @@ from squall.connectors.redis import RedisStreamSpout, redis_url
 from tests.support.broker_admins import GROUP
 from tests.support.broker_services import check_module_does_not_shadow, wait_until
 from tests.support.broker_topology import Hold, Recorder, open_fails_without_showing, spout_into
+from tests.support.components import FailBolt
 
 redis = pytest.importorskip("redis")
 
@@ -61,17 +62,6 @@ def test_entries_of_a_dead_consumer_are_claimed_after_the_idle_time(redis_admin)
     assert info[DL_REASON] == "lost"
 
 
-class FailAll(Bolt):
-    def prepare(self, conf, context, collector):
-        self.c = collector
-
-    def declare_output_fields(self, d):
-        pass
-
-    def execute(self, t):
-        self.c.fail(t)
-
-
 def test_a_spout_that_takes_an_entry_over_knows_its_failures(redis_admin):
     """The topology's failures of an entry outlive the spout that saw them (the group's failures
     hash): with max_retries=1, an entry failed once by a spout that then went away is
@@ -83,14 +73,14 @@ def test_a_spout_that_takes_an_entry_over_knows_its_failures(redis_admin):
     first = Recorder()
     spout = redis_admin.spout(stream, first, scheme="json", max_retries=1, retry_delay_secs=60)
     with LocalCluster(engine="local") as cluster:
-        cluster.submit_topology("first", Config(), spout_into(spout, FailAll()))
+        cluster.submit_topology("first", Config(), spout_into(spout, FailBolt()))
         wait_until(lambda: r.hget(failures_key, r.xrange(stream)[0][0]) == b"1", 20, lambda: f"{first.counters()}")
         cluster.kill_topology("first")  # the entry stays pending for the first spout's consumer
     second = Recorder()
     spout = redis_admin.spout(stream, second, scheme="json", max_retries=1, retry_delay_secs=0.05,
                               claim_idle_secs=0.5)
     with LocalCluster(engine="local") as cluster:
-        cluster.submit_topology("second", Config(), spout_into(spout, FailAll()))
+        cluster.submit_topology("second", Config(), spout_into(spout, FailBolt()))
         wait_until(lambda: second.dead, 20, lambda: f"{second.counters()}")
         cluster.kill_topology("second")
     [(key, _m, failure)] = second.dead

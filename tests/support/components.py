@@ -128,6 +128,19 @@ class AckBolt(Bolt):
         self.collector.ack(t)
 
 
+class FailBolt(Bolt):
+    """Fails every input."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def declare_output_fields(self, d):
+        pass
+
+    def execute(self, t):
+        self.collector.fail(t)
+
+
 class DupAnchorBolt(Bolt):
     def prepare(self, conf, context, collector):
         self.collector = collector
