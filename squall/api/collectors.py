@@ -20,12 +20,13 @@ class LeanEmits(NamedTuple):
     j, in emit order, and per bucket (a stream's target task: `buckets[b]` is (stream out,
     task id)) its values, in emit order: the children already split by destination. A one-field
     stream's values are kept flat (the value, not its list), as such a batch travels. `others`:
-    (emit j, row) for an emit anchored to another input of the batch too (a join's two anchors)."""
+    emit j, row, emit j', row', ... (flat) for emits anchored to another input of the batch too
+    (a join's two anchors)."""
 
     keys: list[int]
     values: list[list]
     buckets: list[tuple[StreamOut, int]]
-    others: list[tuple[int, int]] = []
+    others: list[int] = []
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -83,7 +84,7 @@ class OutputCollector:
         self._nb = len(self._buckets) or 1
         self._lean_keys: list[int] = []
         self._lean_vals: list[list] = [[] for _ in self._buckets]
-        self._lean_others: list[tuple[int, int]] = []
+        self._lean_others: list[int] = []  # emit, other row, emit, other row, ... (LeanEmits.others)
         self._batch: Any = None  # the batch being executed, and its Tuples (begin_batch)
         self._tuples: Sequence[Tuple] = []
         self._ack_rows: list[int] = []
@@ -118,7 +119,8 @@ class OutputCollector:
         comes next: the emit order is kept)."""
         keys, vals, nb, tuples = self._lean_keys, self._lean_vals, self._nb, self._tuples
         nexts = [iter(v).__next__ for v in vals]
-        others = dict(self._lean_others)
+        flat = self._lean_others
+        others = dict(zip(flat[::2], flat[1::2], strict=True))
         emits = self._emits
         for j, k in enumerate(keys):
             row, b = divmod(k, nb)
@@ -189,7 +191,7 @@ class OutputCollector:
             other = a._i
         else:
             return -1
-        self._lean_others.append((len(self._lean_keys), other))
+        self._lean_others += (len(self._lean_keys), other)
         return row
 
     def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,

@@ -108,11 +108,12 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
                     out_ack: np.ndarray, settling: np.ndarray | None = None, row_ids: np.ndarray | None = None,
-                    others: list[tuple[int, int]] = ()) -> Anchors | None:
+                    others: list[int] = ()) -> Anchors | None:
     """`anchor_children` for children each anchored to the input that emitted it (the lean
     path's emits: squall.api.collectors.LeanEmits), one child per emit, in emit order: `rows`,
     `ords` and `targets` are per child its input row, its ordinal within that input's execute
-    and its task; `others`: (child, row) for a child anchored to one more input of the batch.
+    and its task; `others`: child, row, child, row, ... (flat) for children anchored to one more
+    input of the batch.
     The same edges as `anchor_children` makes for the same emits."""
     if anchors is None or not len(anchors.root):
         return None
@@ -302,10 +303,10 @@ class BatchTrees:
 
     def own_row_children(self, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
                          settling: np.ndarray | None, row_ids: np.ndarray | None,
-                         all_settle: bool, others: list[tuple[int, int]] = ()) -> Anchors | None:
+                         all_settle: bool, others: list[int] = ()) -> Anchors | None:
         """The same for the lean path's children, each anchored to the input that emitted it
-        (and `others`: (child, row) anchored to one more input); with no edge at all when every
-        child goes to a task that settles whole (`all_settle`) and has one anchor."""
+        (and those in `others`, flat child-row pairs, to one more input); with no edge at all when
+        every child goes to a task that settles whole (`all_settle`) and has one anchor."""
         got = settled_own_rows(self.anchors, rows) if all_settle and not others else None
         if got is None:
             got = anchor_own_rows(self.anchors, rows, ords, targets, salt, self.out_ack, settling, row_ids, others)

@@ -214,7 +214,7 @@ def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
     words = sum(len(v[1].split()) for v in _batch(3).values)
     assert rec.emits == [] and rec.lean is not None and len(rec.lean) == words + N
     first = len(_batch(3).values[0][1].split())
-    assert len(rec.lean.others) == (words - first if bolt_cls is Joined else 0)
+    assert len(rec.lean.others) == 2 * (words - first if bolt_cls is Joined else 0)  # (emit, row) pairs, flat
     # every child sits in the bucket of the task its grouping picks, in emit order; a one-field
     # stream's values flat (the word, as its batch travels), others as their lists
     expect: dict[tuple[str, int], list] = {}
