@@ -26,6 +26,7 @@ from itertools import repeat
 from typing import Any
 
 from squall.api.components import Spout
+from squall.api.config import Config
 from squall.connectors.dead_letters import Failure
 from squall.connectors.schemes import DecodeError, Scheme, preview
 from squall.connectors.settings import Secret, describe_error, url_password
@@ -34,7 +35,6 @@ log = logging.getLogger("squall.connectors")
 
 MAX_BAD_PER_CALL = 256  # undecodable messages dead-lettered in one next_tuple call, at most
 MAX_RETRIES_KEY = "squall.max.replays"  # Config.SQUALL_MAX_REPLAYS: the default of max_retries
-MAX_DELIVERIES_KEY = "squall.max.deliveries"  # Config.SQUALL_MAX_DELIVERIES
 
 
 class Message:
@@ -140,7 +140,8 @@ class BrokerSpout(Spout):
         if self.max_retries is None:
             self.max_retries = int(conf.get(MAX_RETRIES_KEY, 5))
         if self.max_deliveries is None:
-            self.max_deliveries = int(conf.get(MAX_DELIVERIES_KEY) or default_max_deliveries(self.max_retries))
+            deliveries = conf.get(Config.SQUALL_MAX_DELIVERIES)
+            self.max_deliveries = int(deliveries or default_max_deliveries(self.max_retries))
         self.message_timeout_secs = float(conf.get("topology.message.timeout.secs") or 30)
         mp = conf.get("topology.max.spout.pending")
         self.max_spout_pending = int(mp) if mp else None

@@ -118,18 +118,16 @@ def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray,
     if anchors is None or not len(anchors.root):
         return None
     keys = keys_of(anchors, salt, row_ids)
-    child = np.arange(len(rows))
-    pair_row = rows
-    if others:
-        more = np.array(others, _I64).reshape(-1, 2)
-        child = np.concatenate([child, more[:, 0]])
-        pair_row = np.concatenate([rows, more[:, 1]])
-    exec_row = rows[child]
-    contrib = anchor_edges(anchors, keys, pair_row, child, keys[exec_row], ords[child], targets[child], out_ack,
+    if not others:  # the common case: one anchor a child, no per-pair copy of the arrays
+        contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack,
+                               settling)
+        return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
+    more = np.array(others, _I64).reshape(-1, 2)
+    child = np.concatenate([np.arange(len(rows)), more[:, 0]])
+    pair_row = np.concatenate([rows, more[:, 1]])
+    contrib = anchor_edges(anchors, keys, pair_row, child, keys[rows[child]], ords[child], targets[child], out_ack,
                            settling)
-    if others:
-        return contrib.merged(len(rows))
-    return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
+    return contrib.merged(len(rows))
 
 
 def settled_own_rows(anchors: Anchors, rows: np.ndarray) -> Anchors | None:
