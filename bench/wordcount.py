@@ -486,12 +486,15 @@ def print_spark_profile(p: dict[str, Any]) -> None:
 # -- the corpus: the spout's own sentences -----------------------------------------------------------
 
 
+_corpora: dict[Any, list[str]] = {}  # use_corpus's corpora the bench itself reads, by their maker
+
+
 def sentences_of(example: ModuleType, n: int) -> list[str]:
     """The first n sentences of the spout's task 0 (seeded as RandomSentenceSpout.open seeds it),
     or of the corpus it reads in turn (`use_corpus`)."""
     make = getattr(example.RandomSentenceSpout, "make_corpus", None)
     if make is not None:
-        corpus = make()
+        corpus = _corpora.get(make) or _corpora.setdefault(make, make())  # made once in this process
         return [corpus[i % len(corpus)] for i in range(n)]
     spout = example.RandomSentenceSpout()
     spout.rng = random.Random(spout.seed * 1_000_003 + 0)

@@ -125,6 +125,10 @@ class Chaos:
         self.tag = tag or f"{seed}_{os.getpid()}"  # names this run's stream and table (a driver process gets it)
         self.stream = f"squall-chaos-{self.tag}"
         self.seen = f"{self.stream}:seen"
+        self.dead = f"{self.stream}:dlq"  # the spout's dead-letter stream
+        self.group = "chaos"
+        # what the run leaves in Redis: its stream, the oracle's set, the spout's dead letters and failures
+        self.keys = (self.stream, self.seen, self.dead, f"{self.stream}:{self.group}:failures")
         self.table = f"chaos_{self.tag}"
         self.state_db = os.path.join(work, "state.sqlite")
         self.ack_db = os.path.join(work, "acks.sqlite")
@@ -147,7 +151,7 @@ class Chaos:
         return [redis_proxy, pg_proxy]
 
     def prepare(self) -> None:
-        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq", f"{self.stream}:chaos:failures")
+        self.r.delete(*self.keys)
         rng = random.Random(self.seed)
         entries = self.good + self.poison
         rng.shuffle(entries)
@@ -160,7 +164,7 @@ class Chaos:
         """The three topologies; `extra_conf` goes into each one's conf (a cluster's shared paths)."""
         extra = extra_conf or {}
         b = TopologyBuilder()
-        b.set_spout("messages", RedisStreamSpout(self.stream, "chaos", self.via_redis, max_retries=2,
+        b.set_spout("messages", RedisStreamSpout(self.stream, self.group, self.via_redis, max_retries=2,
                                                  retry_delay_secs=0.1, claim_idle_secs=2.0, claim_interval_secs=0.5))
         b.set_bolt("record", RecordSeen(self.via_redis, self.seen), 2).shuffle_grouping("messages")
         cluster.submit_topology("core", {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200, **extra}, b.create_topology())
@@ -181,7 +185,7 @@ class Chaos:
         seen = self.r.scard(self.seen)
         acked = len(acked_ids(self.ack_db))
         (coordinator,) = cluster.spout_instances("trident")
-        dead = self.r.xlen(f"{self.stream}:dlq")
+        dead = self.r.xlen(self.dead)
         done = seen >= len(self.good) and dead >= len(self.poison) and acked >= self.sizes.sentences \
             and coordinator.idle
         return seen + acked + coordinator.committed, done
@@ -192,7 +196,7 @@ class Chaos:
 
     def check(self, cluster: LocalCluster | None, result: RunResult) -> None:
         seen = set(self.r.smembers(self.seen))
-        letters = [fields for _, fields in self.r.xrange(f"{self.stream}:dlq")]
+        letters = [fields for _, fields in self.r.xrange(self.dead)]
         dead = [fields.get("payload") for fields in letters]
         result.lost += len(set(self.good) - seen)
         if sorted(set(dead)) != sorted(self.poison) or seen & set(self.poison):
@@ -218,7 +222,7 @@ class Chaos:
             result.rollbacks += cluster.coordinator(name).rollbacks
 
     def cleanup(self) -> None:
-        self.r.delete(self.stream, self.seen, f"{self.stream}:dlq", f"{self.stream}:chaos:failures")
+        self.r.delete(*self.keys)
         self.r.close()
         PostgresMapState.factory(None, "transactional", table=self.table).drop()
 
