@@ -12,6 +12,7 @@ An asyncio client (nats-py) runs in an event loop thread of its own and only use
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -22,6 +23,7 @@ from squall.connectors.spout import BrokerSpout, Message
 # What the I/O thread hands back, in `_done`: (kind, message or text, failure); ACKED may carry a
 # list of messages
 ACKED, DEAD, STALE, RECONNECTED, REPORT = "acked", "dead", "stale", "reconnected", "report"
+EMIT_CHUNK = 64  # messages one next_tuple call emits, at most
 
 
 class IOThreadBrokerSpout(BrokerSpout):
@@ -48,12 +50,38 @@ class IOThreadBrokerSpout(BrokerSpout):
         self._thread: threading.Thread | None = None
         super().open(conf, context, collector)
 
+    def __getstate__(self) -> dict:
+        """An unopened spout pickles (it is shipped to its slot); an open one refuses at once. Its
+        thread and connection cannot pickle anyway, and a slot's snapshot tries every wave while
+        its acks wait for one: failing only after pickling every message in flight took most of
+        the slot's time."""
+        if "_actions" in self.__dict__:
+            raise TypeError(f"an open {type(self).__name__} holds a live {self.broker_name} connection and "
+                            f"thread: it is not snapshotted (opened anew if its slot dies)")
+        return self.__dict__
+
     # -- the spout's side -------------------------------------------------------------------
 
     def next_tuple(self) -> None:
+        """Emit what the I/O thread has received, up to EMIT_CHUNK messages: a call may emit
+        several, as in Storm, and the engine's cost of a call is then shared by them."""
         if self._done:
             self._finish_done()
-        super().next_tuple()
+        taken = self._take_decoded(EMIT_CHUNK)
+        if not taken:
+            return
+        now = time.monotonic()
+        inflight, emit, values = self._inflight, self._collector.emit, self._values
+        emitted = 0
+        try:
+            for m in taken:
+                m.emitted_at = m.touched_at = now
+                inflight[m.id] = m
+                emit(values(m), msg_id=m.id)
+                emitted += 1
+        finally:
+            self.counters.emitted += emitted
+            self._incoming.extendleft(reversed(taken[emitted + 1:]))  # an emit raised: the rest wait
 
     def ack(self, msg_id: Any) -> None:
         if self._done:

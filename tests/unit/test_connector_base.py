@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections import deque
 from typing import Any
 
@@ -27,7 +28,7 @@ from squall.connectors.dead_letters import (
     dead_letter_info,
     one_line,
 )
-from squall.connectors.io_thread import ACKED, DEAD, IOThreadBrokerSpout
+from squall.connectors.io_thread import ACKED, DEAD, EMIT_CHUNK, IOThreadBrokerSpout
 from squall.connectors.schemes import DecodeError, Scheme
 from squall.connectors.settings import (
     Secret,
@@ -453,3 +454,54 @@ def test_a_subclass_that_overrides_ack_sees_each_ack_of_a_batch():
     emits = opened(spout, 2)
     assert task.ack(emits.msg_ids) == []
     assert spout.audit == emits.msg_ids and queue.acked == [0, 1]
+
+
+class Raising(Emits):
+    """A collector whose third emit raises."""
+
+    def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
+        if len(self.msg_ids) == 2:
+            self.msg_ids.append(None)
+            raise ValueError("emit refused")
+        return super().emit(values, msg_id, stream)
+
+
+def test_an_io_thread_spout_emits_what_waits_in_chunks_and_keeps_what_an_emit_left():
+    spout = WakeCounting(MemoryQueue([]))
+    emits = Emits()
+    spout.open({}, None, emits)
+    spout._incoming.extend(Message(i, b"x", 1) for i in range(EMIT_CHUNK + 6))
+    spout.next_tuple()
+    assert emits.msg_ids == list(range(EMIT_CHUNK)) and spout.counters.emitted == EMIT_CHUNK
+    spout.next_tuple()
+    assert emits.msg_ids == list(range(EMIT_CHUNK + 6)) and spout.inflight == EMIT_CHUNK + 6
+
+    spout = WakeCounting(MemoryQueue([]))
+    spout.open({}, None, Raising())
+    spout._incoming.extend(Message(i, b"x", 1) for i in range(6))
+    with pytest.raises(ValueError, match="emit refused"):
+        spout.next_tuple()
+    assert spout.counters.emitted == 2 and [m.id for m in spout._incoming] == [3, 4, 5]
+
+
+class Recorded:
+    """A value that notes when it is pickled."""
+
+    pickled = 0
+
+    def __reduce__(self) -> tuple:
+        Recorded.pickled += 1
+        return (Recorded, ())
+
+
+def test_an_open_io_thread_spout_refuses_to_pickle_at_once():
+    """Shipped to its slot before open, a broker spout pickles; open, it holds a connection and a
+    thread and refuses before pickling its messages in flight (a snapshot tries every wave)."""
+    spout = WakeCounting(MemoryQueue([]))
+    assert pickle.loads(pickle.dumps(spout)).queue.ready == deque()
+    spout.open({}, None, Emits())
+    spout._incoming.append(Message(0, b"x", 1, handle=Recorded()))
+    spout.next_tuple()
+    with pytest.raises(TypeError, match="open WakeCounting holds a live Memory connection"):
+        pickle.dumps(spout)
+    assert Recorded.pickled == 0

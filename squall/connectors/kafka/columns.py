@@ -299,10 +299,9 @@ class KafkaColumnSpout(KafkaSpout):
             return pa.array([None if i in bad_rows else v for i, v in enumerate(values)], pa.binary()
                             ).cast(pa.string()), bad
 
-    def _settle_one(self, kind: str, m: Any, failure: Any) -> None:
+    def _settle_one(self, kind: str, m: Any, failure: Any) -> bool:
         if kind != ACK_ROWS:
-            super()._settle_one(kind, m, failure)
-            return
+            return super()._settle_one(kind, m, failure)
         batch, rows = m, failure
         slots, offsets = batch.slots[rows], batch.offsets[rows]
         mine = np.ones(len(rows), np.bool_)
@@ -313,4 +312,5 @@ class KafkaColumnSpout(KafkaSpout):
             else:  # its partition was revoked: the new owner replays it
                 mine &= ~at
         self._done.append((ACKED_ROWS, batch, (rows[mine], int(len(rows) - np.count_nonzero(mine)))))
+        return False
 

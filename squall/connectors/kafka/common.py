@@ -8,6 +8,7 @@ Brokers: the `bootstrap_servers` argument, else `KAFKA_BOOTSTRAP_SERVERS`, else
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -57,3 +58,8 @@ def kafka_error_text(err: Any) -> str:
     if callable(name):
         return f"{name()}: {err.str()}"
     return f"{type(err).__name__}: {err}"
+
+
+def b64(data: bytes | None) -> str | None:
+    """Bytes as base64 text (a dead letter's key and value in a JSON-lines file)."""
+    return None if data is None else base64.b64encode(data).decode("ascii")

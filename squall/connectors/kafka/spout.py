@@ -28,7 +28,6 @@ All client calls run on the spout's I/O thread (`io_thread`): `next_tuple` only 
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import logging
@@ -39,7 +38,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 
 from squall.connectors.dead_letters import Failure
 from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
-from squall.connectors.kafka.common import decode_key, kafka_bootstrap, kafka_error_text, shown_config
+from squall.connectors.kafka.common import b64, decode_key, kafka_bootstrap, kafka_error_text, shown_config
 from squall.connectors.kafka.offsets import OffsetManager
 from squall.connectors.spout import Message
 
@@ -328,23 +327,28 @@ class KafkaSpout(IOThreadBrokerSpout):
     # -- the I/O thread: acks, retries, dead letters -------------------------------------------
 
     def _settle(self) -> None:
-        actions = self._actions
+        actions, acked = self._actions, []
         while actions:
-            self._settle_one(*actions.popleft())
+            kind, m, failure = actions.popleft()
+            if self._settle_one(kind, m, failure):
+                acked.append(m)
+        if acked:  # handed back in one list
+            self._done.append((ACKED, acked, None))
 
-    def _settle_one(self, kind: str, m: Any, failure: Failure | None) -> None:
-        """Carry out one action the spout's thread handed over (on the I/O thread)."""
+    def _settle_one(self, kind: str, m: Any, failure: Failure | None) -> bool:
+        """Carry out one action the spout's thread handed over; True for an ack (handed back)."""
         tp = (m.id[0], m.id[1])
         if self._gens.get(tp) != m.handle[1]:
             self._done.append((STALE, m, None))  # its partition was revoked: the new owner replays it
         elif kind == "ack":
             self._offsets.done(tp, m.id[2])
-            self._done.append((ACKED, m, None))
+            return True
         elif kind == self.RETRY_ACTION:
             due = time.monotonic() + self._backoff(m.attempts)
             heapq.heappush(self._retry_heap, (due, next(self._seq), m))
         else:
             self._send_dead_letter(m, failure)
+        return False
 
     def _send_dead_letter(self, m: Message, failure: Failure) -> None:
         topic, partition, offset = m.id
@@ -352,7 +356,7 @@ class KafkaSpout(IOThreadBrokerSpout):
         if self._producer is None:
             self._sink.write({"component": self.component_id, "task": self.task_index, "topic": topic,
                               "partition": partition, "offset": offset, **fields,
-                              "key_base64": _b64(m.handle[0]), "value_base64": _b64(m.body)})
+                              "key_base64": b64(m.handle[0]), "value_base64": b64(m.body)})
             self._dead_done(m, failure)
             return
         headers = list(m.headers or []) + [(k, v.encode()) for k, v in fields.items()]
@@ -391,7 +395,3 @@ class KafkaSpout(IOThreadBrokerSpout):
     def committed_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset committed per owned partition (for tests and monitoring)."""
         return {tp: p.committed for tp, p in self._offsets.partitions.items() if p.committed is not None}
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")

@@ -282,7 +282,7 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             self._ch.basic_ack(multiple, multiple=True)
         for tag in singles:
             self._ch.basic_ack(tag)
-        self._done.extend([(ACKED, m, None) for m in acks])
+        self._done.append((ACKED, list(acks), None))
 
     def _pause(self) -> None:
         if self._consumer_tag is not None:

@@ -356,7 +356,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
             sent += len(chunk)
             for m in chunk:
                 held.pop(m.id, None)
-                done.append((ACKED, m, None))
+            done.append((ACKED, chunk, None))
 
     def _xack(self, ids: list[str], failed: list[str]) -> None:
         """XACK these entries, and forget the failures of those that had some, in one transaction
