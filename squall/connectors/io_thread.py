@@ -53,8 +53,8 @@ class IOThreadBrokerSpout(BrokerSpout):
     def __getstate__(self) -> dict:
         """An unopened spout pickles (it is shipped to its slot); an open one refuses at once. Its
         thread and connection cannot pickle anyway, and a slot's snapshot tries every wave while
-        its acks wait for one: failing only after pickling every message in flight took most of
-        the slot's time."""
+        its acks wait for one: failing only after pickling every message in flight would cost
+        each wave as much as its tasks' work."""
         if "_actions" in self.__dict__:
             raise TypeError(f"an open {type(self).__name__} holds a live {self.broker_name} connection and "
                             f"thread: it is not snapshotted (opened anew if its slot dies)")
