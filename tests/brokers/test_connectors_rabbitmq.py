@@ -82,8 +82,10 @@ def _drive(spout: RabbitMQSpout, out: _Collector, until_acked: int, rng, hold: b
     failed: set = set()  # messages failed once already
     while spout.counters.acked < until_acked and time.monotonic() < deadline:
         before = len(out.ids)
-        for _ in range(300):
+        for _ in range(300):  # a wave's worth: about 300 (a call emits up to 64)
             spout.next_tuple()
+            if len(out.ids) - before >= 300:
+                break
         held += out.ids[before:]
         if len(out.ids) == before:
             time.sleep(0.005)  # nothing came: give the I/O thread time
