@@ -102,17 +102,28 @@ class IOThreadBrokerSpout(BrokerSpout):
         super().close()  # the I/O thread is stopped, its last actions done
         self._finish_done()
 
+    def _current(self, m: Message) -> bool:
+        """Whether a received message is still this spout's to emit (not one of a lost connection
+        or a revoked partition); a subclass that drops some says so, and counts them in
+        `_dropped`."""
+        return True
+
+    def _dropped(self, n: int) -> None:
+        """`n` received messages were not `_current`: count them."""
+
     def _next_message(self) -> Message | None:
-        try:
-            return self._incoming.popleft()
-        except IndexError:
-            return None
+        while True:
+            try:
+                m = self._incoming.popleft()
+            except IndexError:
+                return None
+            if self._current(m):
+                return m
+            self._dropped(1)
 
     def _take_decoded(self, room: int) -> list[Message]:
         """BrokerSpout's, with no Python call per message while all that was received decoded
-        (the I/O thread decodes): what is waiting, up to `room`, in one go. A spout whose
-        `_next_message` filters (a message of a lost connection, a revoked partition) takes
-        BrokerSpout's way."""
+        (the I/O thread decodes) and is current: what is waiting, up to `room`, in one go."""
         if type(self)._next_message is not IOThreadBrokerSpout._next_message:
             return super()._take_decoded(room)
         incoming = self._incoming
@@ -124,6 +135,11 @@ class IOThreadBrokerSpout(BrokerSpout):
                 take(popleft())
         except IndexError:  # emptied meanwhile (a close on the I/O thread)
             pass
+        if type(self)._current is not IOThreadBrokerSpout._current:
+            kept = [m for m in taken if self._current(m)]
+            if len(kept) < len(taken):
+                self._dropped(len(taken) - len(kept))
+                taken = kept
         if all([m.decoded and m.error is None for m in taken]):
             return taken
         incoming.extendleft(reversed(taken))  # one does not decode: dead-letter it as BrokerSpout does

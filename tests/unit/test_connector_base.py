@@ -505,3 +505,27 @@ def test_an_open_io_thread_spout_refuses_to_pickle_at_once():
     with pytest.raises(TypeError, match="open WakeCounting holds a live Memory connection"):
         pickle.dumps(spout)
     assert Recorded.pickled == 0
+
+
+def test_an_io_thread_spout_drops_what_is_no_longer_current_on_both_paths():
+    """Messages of a lost connection or a revoked partition are never emitted, whether what waits
+    all decoded (taken in one go) or not (taken one by one), and are counted."""
+
+    class Current(WakeCounting):
+        def _current(self, m: Message) -> bool:
+            return m.handle == "live"
+
+        def _dropped(self, n: int) -> None:
+            self.counters.stale += n
+
+    for bodies in ([b"1", b"2", b"3", b"4"], [b"1", b"2", b"{bad", b"4"]):
+        spout = Current(MemoryQueue([]), scheme="json")
+        emits = Emits()
+        spout.open({}, None, emits)
+        for i, body in enumerate(bodies):
+            m = Message(i, body, 1, handle="live" if i % 2 == 0 else "gone")
+            spout.decode(m)
+            spout._incoming.append(m)
+        spout.next_tuple()
+        assert emits.msg_ids == [0] + ([2] if b"{bad" not in bodies else [])
+        assert spout.counters.stale == 2 and not spout._incoming

@@ -110,12 +110,11 @@ class KafkaSpout(IOThreadBrokerSpout):
     def _no_payload(self, m: Message) -> str:
         return "record has no value (a tombstone)"
 
-    def _next_message(self) -> Message | None:
-        while True:
-            m = super()._next_message()
-            if m is None or self._owned(m):
-                return m
-            self.counters.add("revoked_dropped")  # its partition moved to another consumer
+    def _current(self, m: Message) -> bool:
+        return self._owned(m)
+
+    def _dropped(self, n: int) -> None:
+        self.counters.add("revoked_dropped", n)  # their partition moved to another consumer
 
     def activate(self) -> None:
         self._active = True  # the I/O thread resumes fetching

@@ -122,14 +122,11 @@ class RabbitMQSpout(IOThreadBrokerSpout):
             raise ConnectionError(f"cannot connect to RabbitMQ at {self.url} (queue {self.queue!r}): "
                                   f"{self._error_text(e)}") from None
 
-    def _next_message(self) -> Message | None:
-        incoming = self._incoming
-        while incoming:
-            m = incoming.popleft()
-            if m.handle[0] == self._gen:
-                return m
-            self.counters.stale += 1  # from a connection that is gone: RabbitMQ redelivers it
-        return None
+    def _current(self, m: Message) -> bool:
+        return m.handle[0] == self._gen
+
+    def _dropped(self, n: int) -> None:
+        self.counters.stale += n  # from a connection that is gone: RabbitMQ redelivers them
 
     def _wake(self) -> bool:
         conn = self._conn
