@@ -45,6 +45,7 @@ class Recorded(NamedTuple):
     ack_rows: list[int] = []  # rows of the batch a BasicBolt acked with no Tuple kept (BasicBoltExecutor.execute_rows)
 
 
+OUTSIDE = object()  # OutputCollector._current outside an execute: no anchor is it
 DROPPED = -2  # StreamOut.bucket of a stream nobody subscribes to: its emits are counted, not recorded
 
 
@@ -60,7 +61,7 @@ class OutputCollector:
 
     __slots__ = ("_component", "_streams", "_emits", "_acks", "_fails", "_resets", "_unrouted", "_record_all",
                  "input_row", "_runner", "_held", "_lean_keys", "_lean_vals", "_lean_others", "_buckets", "_nb",
-                 "_batch", "_tuples", "_ack_rows")
+                 "_batch", "_tuples", "_ack_rows", "_current", "_key")
 
     def __init__(self, component: str, streams: dict[str, StreamOut], runner: Any, record_all: bool = False):
         self._component = component
@@ -72,6 +73,8 @@ class OutputCollector:
         self._unrouted = 0
         self._record_all = record_all  # record emits nobody receives too (tests capture them, debug logs them)
         self.input_row = -1  # set by the task runner: the row of the input being executed, -1 outside
+        self._current: Any = OUTSIDE  # ... and that input, and its row * lean buckets (set with it)
+        self._key = 0
         self._runner = runner
         self._held: list = []
         self._buckets: list[tuple[StreamOut, int]] = []  # lean bucket -> (stream out, target task id)
@@ -144,31 +147,33 @@ class OutputCollector:
         so = self._streams.get(stream)
         if so is None or type(values) is not list or len(values) != so.nfields or so.direct:
             values = checked_emit(so, values, self._streams, self._component, stream)  # or says what is wrong
-        if anchors is not None and type(anchors) is not Tuple and type(anchors) in (list, tuple) \
-                and len(anchors) == 1 and type(anchors[0]) is Tuple:
-            anchors = anchors[0]  # Storm's own `anchors=[t]`: one anchor, the lean path's
-        if anchors is not None and (type(anchors) is not Tuple or anchors._done):
-            anchors = self._runner.check_anchors(anchors)
-        if so.unrouted and not self._record_all:
+        cur = self._current
+        if anchors is not cur and (type(anchors) is list or type(anchors) is tuple) and len(anchors) == 1 \
+                and anchors[0] is cur:
+            anchors = cur  # Storm's own `anchors=[t]`: one anchor, the lean path's
+        b = so.bucket
+        key = -1  # the lean path's key of this emit's input row (row * lean buckets), if it may take it
+        if anchors is cur and not cur._done:  # anchored to the input being executed (only)
+            if b >= 0 and not self._emits:
+                key = self._key
+        elif anchors is not None:
+            anchors = self._runner.check_anchors(anchors)  # or says what is wrong
+            if b >= 0 and type(anchors) is tuple and not self._emits:  # a join's two inputs may be lean
+                row = self._lean_pair(anchors)
+                key = row * self._nb if row >= 0 else -1
+        if key >= 0:
+            cache = so.pick_cache  # a fields grouping's positions by value, looked up here
+            v = values[so.pick_index] if cache is not None else None
+            p = cache.get(v) if type(v) is str else None
+            if p is None:
+                p = so.pick(values)
+            b += p
+            self._lean_keys.append(key + b)
+            self._lean_vals[b].append(values[0] if so.nfields == 1 else values)  # one field: flat
+            return so.pick_ids[p]
+        if b == DROPPED:
             self._unrouted += 1
             return NO_TASKS
-        if so.bucket >= 0 and not self._emits:
-            row = -1
-            if type(anchors) is Tuple:
-                if anchors._i == self.input_row and anchors._b is self._batch:  # the input being executed
-                    row = anchors._i
-            elif type(anchors) is tuple:
-                row = self._lean_pair(anchors)
-            if row >= 0:
-                cache = so.pick_cache  # a fields grouping's positions by value, looked up here
-                v = values[so.pick_index] if cache is not None else None
-                p = cache.get(v) if type(v) is str else None
-                if p is None:
-                    p = so.pick(values)
-                b = so.bucket + p
-                self._lean_keys.append(row * self._nb + b)
-                self._lean_vals[b].append(values[0] if so.nfields == 1 else values)  # one field: flat
-                return so.pick_ids[p]
         if self._lean_keys:
             self._lean_to_general()
         targets = so.route(values)

@@ -116,6 +116,9 @@ class Bolt(Component):
     """A processing step. `execute` gets each input tuple; ack or fail every one of them."""
 
     _bolt_kind = "bolt"
+    # Its task reports every input settled at the end of the wave: an input it still holds then
+    # gets an edge of its own (reliability/bolt_trees.hold_pending), so none needs one per row sent.
+    _settles_inputs = True
 
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None: ...
 

@@ -190,9 +190,10 @@ class StormTopology:
         return t
 
     def settling_tasks(self) -> frozenset[int]:
-        """The tasks that ack or fail every input in the wave they get it, so a batch sent to one
-        needs no edge per row (reliability/settled.py): a columnar bolt's, and a BasicBolt's (it
-        acks each input when `execute` returns, or fails it: it cannot hold one)."""
+        """The tasks that settle every input in the wave they get it, so a batch sent to one needs
+        no edge per row (reliability/settled.py): a columnar bolt's, a BasicBolt's (it acks each
+        input when `execute` returns, or fails it) and a Bolt's (an input it holds gets an edge of
+        its own when its batch ends); not a kind whose class says otherwise (a stateful bolt's)."""
         return frozenset(t for c, spec in self.specs.items()
                          if isinstance(spec.obj, Component) and spec.obj._settles_inputs for t in self.task_ids[c])
 

@@ -39,6 +39,7 @@ _U64 = np.uint64
 _I64 = np.int64
 _EMPTY_I = np.zeros(0, _I64)
 _get_i = attrgetter("_i")
+_GOLD_INT = 0x9E3779B97F4A7C15
 
 
 class MessageSink(Protocol):
@@ -232,6 +233,8 @@ def settle_inputs(batch: Any, anchors: Anchors | None, verdicts: InputVerdicts, 
     if own_acks:
         ack_rows = _EMPTY_I if settled and not out_ack.any() else \
             np.fromiter(chain(map(_get_i, acks), acked_rows), _I64, len(acks) + len(acked_rows))
+    elif settled and not out_ack.any():  # no row's ack says more than the settling does
+        ack_rows = _EMPTY_I
     else:
         ack_rows = np.array([t._i for t in acks if t._b is batch] + list(acked_rows), _I64)
     if settled and len(ack_rows):
@@ -265,15 +268,27 @@ def settle_inputs(batch: Any, anchors: Anchors | None, verdicts: InputVerdicts, 
                 sink.fail_reasons.append(why)
 
 
-def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray) -> None:
+def hold_pending(tuples: list[Tuple], batch: Any, out_ack: np.ndarray, sink: MessageSink | None = None,
+                 salt: int = 0) -> None:
     """Inputs still pending after their batch may be held for later waves: each keeps its own
-    anchors and out-ack value, and lets the batch go."""
+    anchors and out-ack value, and lets the batch go.
+    A row held with no edge for one of its roots (value 0: it came in a batch that settles whole,
+    reliability/settled.py, or was sent to a task that settles with no edge from an anchor of
+    this batch) gets a fresh edge, XORed into its roots now (a message to `sink`) and into its
+    own value, which its later ack or anchoring reads, as Storm does for a child: its tree waits
+    for it. The edge is the row's position mixed with `salt` (the task, wave and batch), so a
+    rerun makes the same one."""
     for t in tuples:
         if t._done == 0:
             i = t._i
             t._out ^= int(out_ack[i])
-            t._b = batch.row_batch(i)
+            t._b = b = batch.row_batch(i)  # its own copy of the row's anchors
             t._i = 0
+            if sink is not None and len(b.anc_root) and not b.anc_val.all():
+                e = mix64_int(salt + i * _GOLD_INT) or 1
+                b.anc_val ^= _U64(e)
+                sink.ack_roots.append(b.anc_root.copy())
+                sink.ack_vals.append(np.full(len(b.anc_root), e, _U64))
 
 
 class BatchTrees:
@@ -314,7 +329,7 @@ class BatchTrees:
         """The inputs' acks, resets and fails as messages (settle_inputs)."""
         settle_inputs(self.batch, self.anchors, verdicts, self.out_ack, sink, failed, own_acks)
 
-    def hold(self, tuples: list[Tuple]) -> None:
+    def hold(self, tuples: list[Tuple], sink: MessageSink, salt: int) -> None:
         """The inputs still pending kept for later waves (hold_pending)."""
-        hold_pending(tuples, self.batch, self.out_ack)
+        hold_pending(tuples, self.batch, self.out_ack, sink, salt)
 

@@ -1,6 +1,7 @@
-"""Batches that settle whole: a columnar bolt's task and a BasicBolt's ack or fail every input
-in the wave they get it (a BasicBolt when `execute` returns, a columnar bolt when
-`execute_batch` does), so a batch sent to one needs no edge per row.
+"""Batches that settle whole: a columnar bolt's task, a BasicBolt's and a Bolt's ack or fail
+every input in the wave they get it (a BasicBolt when `execute` returns, a columnar bolt when
+`execute_batch` does), or, a Bolt's, hold it with a fresh edge of its own made when its batch
+ends (bolt_trees.hold_pending), so a batch sent to one needs no edge per row.
 
 Storm gives every child an edge id that its sender XORs into the tree and its receiver XORs out
 again; an unacked child leaves its tree unbalanced. Toward a task that settles whole that costs

@@ -37,6 +37,7 @@ class StatefulBoltExecutor(Bolt):
     """The Bolt the builder runs in place of a BaseStatefulBolt; see the module docstring."""
 
     WRAPS = "bolt"  # where the user's bolt is (api/components.user_instance)
+    _settles_inputs = False  # its acks wait for a checkpoint: an input acked in the wave is not yet settled
 
     def __init__(self, bolt: BaseStatefulBolt, component: str):
         self.bolt = bolt

@@ -200,6 +200,8 @@ class ReturnResultsBolt(Bolt):
     """Collects each batch's result rows (the DRPC stream's last fields) and sends them, as
     JSON, to the LocalDRPC in the driver when the wave's rows are all in."""
 
+    _settles_inputs = False  # Trident batches settle at their commit, in txid order
+
     def __init__(self, drpc: LocalDRPC, function: str) -> None:
         self.drpc_id = drpc.id
         self.function = function

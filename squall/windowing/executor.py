@@ -40,6 +40,7 @@ class WindowedBoltExecutor(Bolt):
     """The Bolt the builder runs in place of a BaseWindowedBolt; see the module docstring."""
 
     WRAPS = "bolt"  # where the user's bolt is (api/components.user_instance)
+    _settles_inputs = False  # it holds its inputs in windows (HeldStore rows), not as Tuples
 
     def __init__(self, bolt: BaseWindowedBolt, component: str):
         spec = bolt.window_spec

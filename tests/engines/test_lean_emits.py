@@ -118,7 +118,12 @@ class Sink(BasicBolt):
         pass
 
 
-class KeepAll(Bolt):  # holds its inputs: a bolt that does not settle whole
+class KeepAll(Bolt):
+    """Holds its inputs, and its task does not report them settled (as a stateful bolt's,
+    whose acks wait for a checkpoint): children sent to it carry their edges."""
+
+    _settles_inputs = False
+
     def prepare(self, conf, ctx, c):
         self.c = c
 

@@ -1,4 +1,4 @@
-"""Batches to BasicBolt tasks settle whole (reliability/settled.py): a BasicBolt acks or fails
+"""Batches to Bolt and BasicBolt tasks settle whole (reliability/settled.py): a BasicBolt acks or fails
 every input when `execute` returns, so the tuples sent to one carry no edge values, a spout's
 edges stay on the driver (acked there once the batch is settled), and the trees still balance
 and fail exactly per tuple on both engines."""
@@ -215,3 +215,79 @@ def test_children_of_settled_rows_of_one_tree_keep_their_own_edges(cluster_kwarg
         assert result.acked("src") == [] and sorted(result.failed("src")) == [0, 1]
     else:
         assert sorted(result.acked("src")) == [0, 1] and result.failed("src") == []
+
+
+class HoldSevenths(Bolt):
+    """Storm's split (`anchors=[t]`, then ack), but it holds every seventh sentence until it is
+    told to let them go (`release`: it acks them, and holds no more), as a join waiting for its
+    other side does."""
+
+    release = False
+
+    def prepare(self, conf, ctx, c):
+        self.c, self.held = c, []
+
+    def declare_output_fields(self, d):
+        d.declare(["word"])
+
+    def execute(self, t):
+        for w in t[0].split():
+            self.c.emit([w], anchors=[t])
+        if self.release:
+            for h in self.held:
+                self.c.ack(h)
+            self.held = []
+        if t[0].startswith("w0 ") and not self.release:  # every 7th sentence: i % 7 == 0
+            self.held.append(t)
+        else:
+            self.c.ack(t)
+
+
+def _wave(spout, splits, counts, ids):
+    """One wave at the task level: the spout's emits (`ids` next), the splits, the counts; the
+    spout's roots and init values, and every ack message and Sent/Settled record."""
+    spout.spout.replay = list(ids)
+    spout.begin()
+    spout.spout.next_tuple()
+    sw = spout.end(spout.gen.take, True)
+    results = []
+    for target, b in sw.result.outputs:
+        results.append(splits[target].run([pickle.loads(pickle.dumps(b))], 1))
+    for target, b in [c for r in results for c in r.outputs]:
+        results.append(counts[target].run([pickle.loads(pickle.dumps(b))], 1))
+    roots = np.concatenate([np.zeros(0, np.uint64)] + [a for r in results for a in r.ack_roots])
+    vals = np.concatenate([np.zeros(0, np.uint64)] + [a for r in results for a in r.ack_vals])
+    sent = sent_of(sw.result.outputs) + [s for r in results for s in r.sent]
+    return sw, roots, vals, unsettled(sent, [s for r in results for s in r.settled])
+
+
+def test_a_bolt_settles_what_it_acks_and_gives_what_it_holds_an_edge_of_its_own():
+    """A plain Bolt's task settles its batches: a spout's tuples to it carry no edges and what it
+    acks in the wave says nothing more; an input it holds past its batch gets a fresh edge, sent
+    with the wave, so its sentence stays pending until the later ack, which balances it."""
+    b = TopologyBuilder()
+    b.set_spout("s", Sentences(0))
+    b.set_bolt("split", HoldSevenths(), 2).shuffle_grouping("s")
+    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
+    topo = b.create_topology()
+    conf = {Config.TOPOLOGY_ACKER_EXECUTORS: 1}
+    spout = SpoutTask(topo, "s", 0, conf, topo.specs["s"].obj)
+    spout.open()
+    spout.gen = RootIdGenerator()
+    splits = {t: BoltTask(topo, "split", i, conf, HoldSevenths()) for i, t in enumerate(topo.task_ids["split"])}
+    counts = {t: BoltTask(topo, "count", i, conf, Count()) for i, t in enumerate(topo.task_ids["count"])}
+    ledger = XorLedger(1)
+    sw, roots, vals, astray = _wave(spout, splits, counts, range(70))
+    assert astray is None and not sw.init_vals.any()  # settled whole, no edge made by the spout
+    held = [i for i in range(70) if i % 7 == 0]
+    assert len(roots) == len(held)  # one message a held sentence, none for the acked
+    done = ledger.apply(sw.roots, sw.init_vals, roots, vals)
+    by_root = dict(zip(sw.roots.tolist(), sw.msg_ids))
+    assert sorted(by_root[r] for r in done.completed.tolist()) == [i for i in range(70) if i % 7]
+    for task in splits.values():
+        task.bolt.release = True
+    sw2, roots, vals, astray = _wave(spout, splits, counts, range(70, 90))  # acks what was held
+    assert astray is None
+    done = ledger.apply(sw2.roots, sw2.init_vals, roots, vals)
+    by_root.update(zip(sw2.roots.tolist(), sw2.msg_ids))
+    assert sorted(by_root[r] for r in done.completed.tolist()) == held + list(range(70, 90))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.collectors import BasicBoltExecutor, LeanEmits, OutputCollector, Recorded
+from squall.api.collectors import OUTSIDE, BasicBoltExecutor, LeanEmits, OutputCollector, Recorded
 from squall.api.components import BasicBolt, Bolt, user_instance
 from squall.api.config import Config
 from squall.api.rebinding import restoring
@@ -28,6 +28,7 @@ from squall.reliability.batch import TupleBatch
 from squall.reliability.bolt_trees import BatchTrees, execute_salt, settle_held
 from squall.reliability.emits import emit_ordinals, index_emits
 from squall.reliability.held import HeldRows
+from squall.reliability.ids import mix64_int
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Settled, mark_settling, sent_of, settled_row_ids
 from squall.reliability.tuple import Tuple, tuples_of
@@ -64,14 +65,15 @@ class BoltTask(TaskBase):
 
     @property
     def settles_whole(self) -> bool:
-        """Whether this task acks or fails every input in the wave it gets it (a BasicBolt's)."""
+        """Whether this task acks or fails every input when `execute` returns (a BasicBolt's): it
+        holds none, and every tuple it acks is a row of the batch being run."""
         return type(self.bolt) is BasicBoltExecutor
 
     def _note_settled(self, inbox: Sequence[Any], res: TaskResult) -> None:
-        """Every input acked or failed by now: the batches sent here with no edges are settled."""
-        if self.settles_whole:
-            res.settled.extend(Settled(b.anc_settle, len(b)) for b in self._input_batches(inbox)
-                               if getattr(b, "anc_settle", None) is not None and len(b))
+        """Every input acked, failed or held with an edge of its own by now (hold_pending): the
+        batches sent here with no edges are settled."""
+        res.settled.extend(Settled(b.anc_settle, len(b)) for b in self._input_batches(inbox)
+                           if getattr(b, "anc_settle", None) is not None and len(b))
 
     @staticmethod
     def _input_batches(inbox: Sequence[Any]) -> Iterable[Any]:
@@ -296,12 +298,16 @@ class BoltTask(TaskBase):
         else:
             tuples = tuples_of(batch)
             coll.begin_batch(batch, tuples)
+            nb = coll._nb
             for i, t in enumerate(tuples):
                 coll.input_row = i
+                coll._current = t  # its emits may take the lean path (OutputCollector.emit)
+                coll._key = i * nb
                 try:
                     execute(t)
                 except Exception as e:  # the input fails; the task goes on
                     self._execute_raised(t, e, res)
+            coll._current = OUTSIDE
         coll.input_row = -1
         res.exec_secs += time.perf_counter() - t0
         res.executed += len(batch)
@@ -360,7 +366,7 @@ class BoltTask(TaskBase):
         if self.debug:
             self._log(rec)
         if trees.tracked and not self.settles_whole:  # a BasicBolt holds none
-            trees.hold(tuples)
+            trees.hold(tuples, res, mix64_int(execute_salt(self.task_id, wave) ^ res.executed))  # per batch
 
     def _lean_children(self, lean: LeanEmits, trees: BatchTrees,
                        salt: int) -> tuple[list[tuple[int, TupleBatch]], Any]:
