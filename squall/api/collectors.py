@@ -156,11 +156,16 @@ class OutputCollector:
         if anchors is cur and not cur._done:  # anchored to the input being executed (only)
             if b >= 0 and not self._emits:
                 key = self._key
+        elif b >= 0 and (type(anchors) is list or type(anchors) is tuple) and len(anchors) == 2 \
+                and (anchors[0] is cur or anchors[1] is cur) and not cur._done and not self._emits:
+            other = anchors[1] if anchors[0] is cur else anchors[0]  # a join's: and another input of the batch?
+            if type(other) is Tuple and other._b is self._batch and other is not cur and not other._done:
+                self._lean_others += (len(self._lean_keys), other._i)
+                key = self._key
+            else:
+                anchors = self._runner.check_anchors(anchors)  # or says what is wrong
         elif anchors is not None:
             anchors = self._runner.check_anchors(anchors)  # or says what is wrong
-            if b >= 0 and type(anchors) is tuple and not self._emits:  # a join's two inputs may be lean
-                row = self._lean_pair(anchors)
-                key = row * self._nb if row >= 0 else -1
         if key >= 0:
             cache = so.pick_cache  # a fields grouping's positions by value, looked up here
             v = values[so.pick_index] if cache is not None else None
@@ -179,25 +184,6 @@ class OutputCollector:
         targets = so.route(values)
         self._emits.append((so, values, anchors, targets, self.input_row))
         return targets
-
-    def _lean_pair(self, anchors: tuple[Tuple, ...]) -> int:
-        """A join's two anchors on the lean path: when one is the input being executed and the
-        other another input of the batch, the executing row (the other is recorded for the
-        emit about to be), else -1."""
-        if len(anchors) != 2:
-            return -1
-        a, b = anchors
-        row = self.input_row
-        if a._b is not self._batch or b._b is not self._batch:
-            return -1
-        if a._i == row:
-            other = b._i
-        elif b._i == row:
-            other = a._i
-        else:
-            return -1
-        self._lean_others += (len(self._lean_keys), other)
-        return row
 
     def emit_direct(self, task: int, values: list, anchors: Tuple | Sequence[Tuple] | None = None,
                     stream: str = "default") -> None:

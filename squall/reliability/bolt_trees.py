@@ -131,14 +131,32 @@ def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray,
     return contrib.merged(len(rows))
 
 
-def settled_own_rows(anchors: Anchors, rows: np.ndarray) -> Anchors | None:
+def settled_own_rows(anchors: Anchors, rows: np.ndarray, others: list[int] = ()) -> Anchors | None:
     """`anchor_own_rows` for children that all go to tasks that settle whole, when each input
-    row has one root (a word's sentence): each child takes its input's root, with no edge (0),
-    and nothing goes into the inputs' out values, so no edge id or key is made. None when an
-    input row has another number of roots (anchor_own_rows then)."""
+    row has one root (a word's sentence): each child takes its input's root (and, anchored to a
+    second input as well, `others`, that one's too: once if it is the same, else in root order),
+    with no edge (0), and nothing goes into the inputs' out values, so no edge id or key is made.
+    None when an input row has another number of roots (anchor_own_rows then)."""
     if not is_one_each(anchors.off):
         return None
-    return Anchors(one_each(len(rows)), anchors.root[rows], np.zeros(len(rows), _U64))
+    n = len(rows)
+    first = anchors.root[rows]
+    if not others:
+        return Anchors(one_each(n), first, np.zeros(n, _U64))
+    more = np.array(others, _I64).reshape(-1, 2)
+    child, second = more[:, 0], anchors.root[more[:, 1]]
+    a, b = first[child], second
+    two = a != b
+    child, a, b = child[two], a[two], b[two]
+    counts = np.ones(n, _I64)
+    counts[child] = 2
+    off = np.zeros(n + 1, _I64)
+    np.cumsum(counts, out=off[1:])
+    root = np.empty(int(off[-1]), _U64)
+    root[off[:-1]] = first
+    root[off[child]] = np.minimum(a, b)
+    root[off[child] + 1] = np.maximum(a, b)
+    return Anchors(off, root, np.zeros(len(root), _U64))
 
 
 def _held_anchor_edges(foreign: list[tuple[int, Tuple]], ccount: np.ndarray, cstart: np.ndarray,
@@ -319,8 +337,8 @@ class BatchTrees:
                          all_settle: bool, others: list[int] = ()) -> Anchors | None:
         """The same for the lean path's children, each anchored to the input that emitted it
         (and those in `others`, flat child-row pairs, to one more input); with no edge at all when
-        every child goes to a task that settles whole (`all_settle`) and has one anchor."""
-        got = settled_own_rows(self.anchors, rows) if all_settle and not others else None
+        every child goes to a task that settles whole (`all_settle`) and every input has one root."""
+        got = settled_own_rows(self.anchors, rows, others) if all_settle else None
         if got is None:
             got = anchor_own_rows(self.anchors, rows, ords, targets, salt, self.out_ack, settling, row_ids, others)
         return got

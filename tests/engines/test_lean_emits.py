@@ -13,6 +13,7 @@ import pytest
 
 from squall import BasicBolt, Bolt, Config, OutputCollector, Spout, TopologyBuilder
 from squall.engine.tasks.bolt_task import BoltTask
+from squall.reliability import bolt_trees
 from squall.reliability.batch import TupleBatch
 
 N = 300
@@ -134,12 +135,12 @@ class KeepAll(Bolt):
         pass
 
 
-def _topology(bolt, sink):
+def _topology(bolt, sink, keeper=None):
     b = TopologyBuilder()
     b.set_spout("src", Src(), 1)
     b.set_bolt("work", bolt, 2).shuffle_grouping("src")
     b.set_bolt("words", sink, 3).fields_grouping("work", ["word"])
-    b.set_bolt("totals", KeepAll(), 2).global_grouping("work", "totals")
+    b.set_bolt("totals", keeper or KeepAll(), 2).global_grouping("work", "totals")
     return b.create_topology()
 
 
@@ -157,8 +158,8 @@ def _batch(seed, tracked=True):
     return b
 
 
-def _run(bolt_cls, sink_cls, lean: bool, batches, conf=None):
-    topo = _topology(bolt_cls(), sink_cls())
+def _run(bolt_cls, sink_cls, lean: bool, batches, conf=None, keeper=None):
+    topo = _topology(bolt_cls(), sink_cls(), keeper)
     task = BoltTask(topo, "work", 1, Config(conf or {}), bolt_cls())
     if not lean:
         for so in task.streams.values():
@@ -240,6 +241,32 @@ def test_children_to_settling_tasks_carry_no_edges_on_the_lean_path():
     assert sorted(s.batch for s in res.sent) == sorted(b.anc_settle for b in to_sink)
     to_keeper = [b for t, b in res.outputs if b.stream == "totals"]
     assert to_keeper and all(b.anc_settle is None and b.anc_val.all() for b in to_keeper)
+
+
+def test_a_joins_children_to_settling_tasks_are_the_general_paths(monkeypatch):
+    """Every child of a join goes to a task that settles and each input has one root (a
+    sentence's): a child takes its two inputs' roots (once when they are one) with no edge, and
+    no edge id is made; the children and acks are the general path's all the same."""
+
+    def one_root(seed):
+        b = _batch(seed)
+        b.anc_off = np.arange(N + 1, dtype=np.int64)
+        b.anc_root = np.random.default_rng(seed).integers(1, 6, size=N).astype(np.uint64)  # repeats
+        b.anc_val = np.zeros(N, np.uint64)
+        return b
+
+    edged = []
+    real = bolt_trees.anchor_own_rows
+    monkeypatch.setattr(bolt_trees, "anchor_own_rows", lambda *a, **k: edged.append(1) or real(*a, **k))
+    _, lean = _run(Joined, Sink, True, [one_root(5), one_root(6)], keeper=Sink())
+    assert not edged  # the lean path made no edge
+    _, general = _run(Joined, Sink, False, [one_root(5), one_root(6)], keeper=Sink())
+    for a, b in zip(lean, general):
+        assert _children(a) == _children(b)
+        assert _acks(a) == _acks(b)
+    anchors = [b for _, b in lean[0].outputs if b.stream == "default"]  # the second's first input: a held one
+    assert any(np.diff(b.anc_off).max() == 2 for b in anchors)  # some children anchored to two roots
+    assert all(not b.anc_val.any() for b in anchors)
 
 
 def test_a_one_field_streams_children_leave_flat_and_arrive_as_rows():
