@@ -261,6 +261,8 @@ class BasicOutputCollector:
             elif b == DROPPED:
                 out._unrouted += 1
                 return NO_TASKS
+        elif so is not None and type(values) is tuple and len(values) == so.nfields:
+            return self.emit(list(values), stream)  # Storm's values as a tuple: the lean path all the same
         return out.emit(values, self.input, stream)
 
     def emit_direct(self, task: int, values: list, stream: str = "default") -> None:

@@ -149,6 +149,7 @@ def for_engine(factory: Any, engine: str, conf: dict) -> Any:
 
 class ProcessorBolt(Bolt):
     _settles_inputs = False  # Trident batches settle at their commit, in txid order
+
     def __init__(self, segment: Segment):
         self.segment = segment
         self._ops: list[Any] = []  # the operations prepared, to clean up at the end

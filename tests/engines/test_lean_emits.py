@@ -70,6 +70,15 @@ class LeanOnly(BasicBolt):
         c.emit([t["tid"], len(t["text"])], stream="totals")
 
 
+class TupleValues(LeanOnly):
+    """LeanOnly's emits with their values as tuples, as Storm's Python wrappers allow."""
+
+    def execute(self, t, c):
+        for w in t["text"].split():
+            c.emit((w,))
+        c.emit((t["tid"], len(t["text"])), stream="totals")
+
+
 class ListAnchored(Bolt):
     """Storm's documented split: every emit anchored with a list (or tuple) of the one input,
     then an ack."""
@@ -199,11 +208,11 @@ def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
     assert any(so.bucket >= 0 for so in lean_task.streams.values())
 
 
-@pytest.mark.parametrize("bolt_cls", [LeanOnly, ListAnchored, Joined])
+@pytest.mark.parametrize("bolt_cls", [LeanOnly, TupleValues, ListAnchored, Joined])
 def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
-    """LeanOnly's emits, a Bolt's anchored with `anchors=[t]`, and a join's anchored to the
-    input and another input of the batch, all take the lean path: the collector hands over keys
-    and buckets only (and the join's other anchors)."""
+    """LeanOnly's emits (their values lists or tuples), a Bolt's anchored with `anchors=[t]`, and
+    a join's anchored to the input and another input of the batch, all take the lean path: the
+    collector hands over keys and buckets only (and the join's other anchors)."""
     topo = _topology(bolt_cls(), Sink())
     task = BoltTask(topo, "work", 0, Config(), bolt_cls())
     seen = []
