@@ -68,10 +68,15 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
     XORs each edge into `out_ack` (per input row) or into a held anchor's own out value. A
     child anchored to this batch's rows and sent to a task in `settling` (sorted ids) gets no
     edge: that task settles its batch whole (reliability/settled.py). `row_ids`: the batch's,
-    if it settles whole (settled.settled_row_ids)."""
+    if it settles whole (settled.settled_row_ids).
+    When a child is anchored to a held tuple (its edge is real), every child gets its edge: a
+    batch of children with some values 0 and some not would not be marked to settle, and the
+    rows without an edge would be checked by nothing."""
     tracked = anchors is not None and len(anchors.root) > 0
     if not ((tracked and len(ix.pair_emit)) or ix.foreign or ix.held):
         return None
+    if ix.foreign or ix.held:
+        settling = None
     keys = keys_of(anchors if anchors is not None else Anchors.empty(n), salt, row_ids)
     ne = len(ix.values)
     nc = len(ix.child_emit)

@@ -255,13 +255,15 @@ def test_children_to_settling_tasks_carry_no_edges_on_the_lean_path():
 def test_a_joins_children_to_settling_tasks_are_the_general_paths(monkeypatch):
     """Every child of a join goes to a task that settles and each input has one root (a
     sentence's): a child takes its two inputs' roots (once when they are one) with no edge, and
-    no edge id is made; the children and acks are the general path's all the same."""
+    no edge id is made; the children and acks are the general path's all the same. A batch with
+    a child of a held input is edged whole, or marked to settle."""
 
     def one_root(seed):
         b = _batch(seed)
         b.anc_off = np.arange(N + 1, dtype=np.int64)
         b.anc_root = np.random.default_rng(seed).integers(1, 6, size=N).astype(np.uint64)  # repeats
         b.anc_val = np.zeros(N, np.uint64)
+        b.anc_settle = 1000 + seed  # as it comes from a spout: no edges, to settle
         return b
 
     edged = []
@@ -276,6 +278,11 @@ def test_a_joins_children_to_settling_tasks_are_the_general_paths(monkeypatch):
     anchors = [b for _, b in lean[0].outputs if b.stream == "default"]  # the second's first input: a held one
     assert any(np.diff(b.anc_off).max() == 2 for b in anchors)  # some children anchored to two roots
     assert all(not b.anc_val.any() for b in anchors)
+    # the second batch's first emit is anchored to the first's last input, held (a real edge):
+    # then each child has its edge, or the batch would mix rows with and without one, unmarked
+    for res in (lean[1], general[1]):
+        for _, b in res.outputs:
+            assert b.anc_settle is not None or b.anc_val.all()
 
 
 def test_a_one_field_streams_children_leave_flat_and_arrive_as_rows():
