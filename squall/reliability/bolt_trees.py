@@ -253,11 +253,10 @@ def settle_inputs(batch: Any, anchors: Anchors | None, verdicts: InputVerdicts, 
         return  # nothing here is tracked
     here = Anchors.empty(len(batch)) if anchors is None else anchors
     settled = getattr(batch, "anc_settle", None) is not None  # no edges: a message only where children were anchored
-    if own_acks:
-        ack_rows = _EMPTY_I if settled and not out_ack.any() else \
-            np.fromiter(chain(map(_get_i, acks), acked_rows), _I64, len(acks) + len(acked_rows))
-    elif settled and not out_ack.any():  # no row's ack says more than the settling does
+    if settled and not out_ack.any():  # no row's ack says more than the settling does
         ack_rows = _EMPTY_I
+    elif own_acks:
+        ack_rows = np.fromiter(chain(map(_get_i, acks), acked_rows), _I64, len(acks) + len(acked_rows))
     else:
         ack_rows = np.array([t._i for t in acks if t._b is batch] + list(acked_rows), _I64)
     if settled and len(ack_rows):
