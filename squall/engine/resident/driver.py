@@ -228,10 +228,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
                 keep = self.depth - 1 if self._last_full else 0
                 done = self._wait(keep)
                 self._sum(summary, done)
-                if not summary.progressed and self.open_waves:  # nothing done: let what is out finish first
-                    more = self._wait(0)
-                    self._sum(summary, more)
-                    done += more
+                summary.busy = bool(self.open_waves)  # a wave still in flight: its work is to come
             except SlotFailed:
                 done = self._recover()
                 self._sum(summary, done)
@@ -296,10 +293,16 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
 
     def _budget(self) -> int:
         if self.sizer is None:
-            return self.wave_tuples
-        total, _ = self.sizer.wave_budget()
-        spouts = max(1, len(self.executor_spouts) + sum(1 for st in self.spouts if st.active))
-        return -(-total // spouts)
+            budget = self.wave_tuples
+        else:
+            total, _ = self.sizer.wave_budget()
+            spouts = max(1, len(self.executor_spouts) + sum(1 for st in self.spouts if st.active))
+            budget = -(-total // spouts)
+        if self.tracking and self.max_pending and self.depth > 1:
+            # The waves in flight share max pending: a wave that took it all would leave the next
+            # one nothing to pull until its acks came, and the two would run one after the other.
+            budget = min(budget, max(1, -(-int(self.max_pending) // self.depth)))
+        return budget
 
 
     def _drain(self) -> None:
@@ -371,7 +374,8 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
                 e.done = True
         self.completed_through = m.wave
         self.waves_done += 1
-        self._last_full = ow.full or ow.capped
+        # A wave max pending left nothing to pull is not kept in flight: the next would find no room either.
+        self._last_full = ow.full or ow.capped and ow.emitted > 0
         if m.snapshot:
             self._confirm(ow)
 
