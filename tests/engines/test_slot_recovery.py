@@ -162,8 +162,11 @@ PER_ROUND, ROUNDS, POISON_ROUND = 10, 12, 4
 def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_path, at_once):
     """The poison kills its slot at every attempt: its wave is lost, bisected until the poison is
     alone, and the poison dead-lettered. With a snapshot every wave, the recording bolts (levels 2
-    and 3) never take a step of a lost wave, and a rollback runs no completed wave again: every
-    value is recorded exactly once."""
+    and 3) never take a step of a lost wave, and a rollback runs no completed wave again: round by
+    round every value is recorded exactly once. With two waves in flight, the wave running beside
+    the poison's may have taken its steps and not ended when the slot dies: a rollback runs it
+    again (at least once, as docs/design.md says of writes to an outside system), one wave of
+    values a rollback at most."""
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     spout = ReplayingFeeder(["v"])
     b = TopologyBuilder()
@@ -186,8 +189,12 @@ def test_a_poison_root_is_isolated_and_nothing_runs_twice(spark_session, tmp_pat
     assert deaths >= coord.lost_waves  # each lost wave killed its slot
     assert sorted(spout.acked) == sorted([*expected, "poison"])
     assert {k for _, k in spout.fail_reasons} == {"lost"}
-    assert Counter(first.read_text().split()) == Counter(expected)
-    assert Counter(second.read_text().split()) == Counter(expected)
+    for recorded in (Counter(first.read_text().split()), Counter(second.read_text().split())):
+        if not at_once:
+            assert recorded == Counter(expected)
+            continue
+        assert set(recorded) == set(expected)  # each at least once, and nothing else
+        assert recorded.total() - len(expected) <= coord.rollbacks * PER_ROUND
 
 
 def test_topologies_share_the_slots(spark_session):

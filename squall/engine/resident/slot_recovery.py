@@ -27,8 +27,7 @@ class SlotRecovery:
     def _snapshot(self, ws: WaveState) -> SnapshotInfo:
         t0 = time.perf_counter()
         bolts = {}
-        for tid in self._bolts_here:
-            blob, fixed = self.host.task(tid).snapshot(self.dumps, ws.n)
+        for tid, (blob, fixed) in ws.bolt_snaps.items():
             if fixed is not None:
                 if fixed.token not in self._fixed_written and fixed.blob is not None:
                     self.store.write_fixed(fixed.token, fixed.blob)

@@ -59,7 +59,8 @@ class WaveState:
     report: Report | None = None
     spout_snaps: dict[int, tuple[bytes | None, int]] = field(default_factory=dict)  # spout task -> snapshot at level 0
     acker_snaps: dict[int, bytes] = field(default_factory=dict)  # acker partition -> snapshot after its apply
-    snap_secs: float = 0.0  # what its spouts' and ackers' snapshots took
+    bolt_snaps: dict[int, tuple] = field(default_factory=dict)  # bolt task -> snapshot after its level ran
+    snap_secs: float = 0.0  # what its spouts', bolts' and ackers' snapshots took
     applied: bool = False  # the ackers here applied it
     ended: bool = False  # the slot's own part is done (acks sent)
 
@@ -288,6 +289,11 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             if res.captured:
                 _capture(rep, res.component, res.task, res.captured)
         rep.busy_secs += time.perf_counter() - t0
+        if m.snapshot:  # now: with waves in flight, a task may take its step of the next wave before this one ends
+            t1 = time.perf_counter()
+            for tid in self.levels[level]:
+                ws.bolt_snaps[tid] = self.host.task(tid).snapshot(self.dumps, ws.n)
+            ws.snap_secs += time.perf_counter() - t1
         if level < self.depth:
             self._send_level(ws.n, level, out, sent)
 
