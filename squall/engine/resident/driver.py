@@ -304,7 +304,6 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
             budget = min(budget, max(1, -(-int(self.max_pending) // self.depth)))
         return budget
 
-
     def _drain(self) -> None:
         while True:
             try:
