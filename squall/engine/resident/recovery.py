@@ -119,8 +119,10 @@ class WaveRecovery:
         done: list[OpenWave] = []
         while True:
             dead, self._dead = set(self._dead), set()
-            running = next(iter(self.open_waves.values()), None)
-            if running is not None:
+            # With two waves in flight the death cannot be told to one of them: neither counts an
+            # attempt, and their re-runs, one at a time, name the one that kills.
+            if len(self.open_waves) == 1:
+                running = next(iter(self.open_waves.values()))
                 for e in self.log:
                     if e.wave == running.marker.wave:
                         e.attempts += 1
