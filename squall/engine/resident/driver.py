@@ -373,8 +373,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
                 e.done = True
         self.completed_through = m.wave
         self.waves_done += 1
-        # A wave max pending left nothing to pull is not kept in flight: the next would find no room either.
-        self._last_full = ow.full or ow.capped and ow.emitted > 0
+        self._last_full = ow.full or ow.capped
         if m.snapshot:
             self._confirm(ow)
 

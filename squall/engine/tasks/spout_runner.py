@@ -68,7 +68,7 @@ class Pulled(NamedTuple):
     values: Sequence  # per root, its values (what a dead letter says)
     emitted: int
     full: bool  # it emitted its whole budget (it had more): the wave sizer grows on it
-    capped: bool  # max spout pending cut its budget, and it emitted all that was left
+    capped: bool  # max spout pending cut its budget, and it emitted all that was left (none left: held up, not capped)
 
 
 class Picked(Sequence):
@@ -199,7 +199,7 @@ class SpoutRunner:
         for m, reason in rejected:  # values that cannot reach a bolt: failed at once, never sent
             self._fail(m, reason)
         full = res.emitted >= budget
-        capped = allowed < budget and res.emitted >= allowed
+        capped = 0 < allowed < budget and res.emitted >= allowed
         return Pulled(res.outputs, roots if self.tracking else _EMPTY_U, vals if self.tracking else _EMPTY_U,
                       msg_ids, st.last_values, res.emitted, full, capped)
 
