@@ -20,6 +20,7 @@ import pytest
 from squall import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from squall.engine.resident import recovery as driver_recovery
 from tests.support.recovery_topologies import (
+    Digits,
     PassOn,
     RecordExecutions,
     ReplayingFeeder,
@@ -242,15 +243,6 @@ class NumberSpout(Spout):
 
     def ack(self, msg_id):
         self.acked += 1
-
-
-class Digits(BasicBolt):
-    def declare_output_fields(self, d):
-        d.declare(["digit"])
-
-    def execute(self, t, collector):
-        for ch in str(t[0]):
-            collector.emit([ch])
 
 
 class DigitCount(BasicBolt):

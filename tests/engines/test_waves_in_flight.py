@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from squall import BasicBolt, Config, LocalCluster, Spout, TopologyBuilder
+from squall import Config, LocalCluster, Spout, TopologyBuilder
+from tests.support.recovery_topologies import Digits
 
 LIMIT, MAX_PENDING = 6000, 200  # more than 40 waves of 100 take: every wave run_wave settles is full
 
@@ -36,15 +37,6 @@ class Numbers(Spout):
 
     def fail(self, msg_id):
         self.failed += 1
-
-
-class Digits(BasicBolt):
-    def declare_output_fields(self, d):
-        d.declare(["digit"])
-
-    def execute(self, t, collector):
-        for ch in str(t[0]):
-            collector.emit([ch])
 
 
 def test_full_waves_overlap_and_share_max_pending(spark_session):

@@ -1,12 +1,13 @@
 """Topologies and bolts the Spark engine's recovery tests share (tests/engines/test_spark_engine.py
 for per-wave tasks, test_resident.py for resident ones): state carried from wave to wave, a
-spout that replays what fails, bolts that pass values on or record every execution."""
+spout that replays what fails, bolts that pass values on, record every execution or split numbers
+into digits."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from squall import Bolt, TopologyBuilder
+from squall import BasicBolt, Bolt, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 
@@ -135,3 +136,14 @@ def feed_rounds_with_a_poison(cluster, spout: ReplayingFeeder, rounds: int, per_
         spout._queue.insert(poison_round * per_round, (["poison"], "poison"))
     cluster.wait_idle()
     return [f"{r}-{i}" for r in range(rounds) for i in range(per_round)]
+
+
+class Digits(BasicBolt):
+    """Each digit of a number, as a tuple of its own."""
+
+    def declare_output_fields(self, d):
+        d.declare(["digit"])
+
+    def execute(self, t, collector):
+        for ch in str(t[0]):
+            collector.emit([ch])
