@@ -44,9 +44,7 @@ class ColumnRoute:
             k = len(self.tasks)
             return np.tile(rows, k), np.repeat(self.tasks, m)
         if self.counter is not None:
-            c, k = self.counter, len(self.tasks)
-            pos = (c.i + rows) % k
-            c.i = (c.i + m) % k
+            pos = self.counter.positions(m)
         elif self.kind == "fields":
             pos = fields_hashes(data, self.key_idx) % len(self.tasks)
         else:

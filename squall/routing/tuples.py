@@ -6,9 +6,12 @@ process for str), so the same tuple goes to the same task on every machine.
 
 from __future__ import annotations
 
+import functools
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from squall.api.topology import Grouping, StormTopology
 
@@ -49,24 +52,82 @@ def fields_hash(values: Sequence[Any], idx: Sequence[int]) -> int:
 
 
 class ShuffleCounter:
-    """Round robin over the target tasks, starting where the producer's index points."""
+    """Round robin over the target tasks, starting where the producer's index points; weighted
+    when the engine weighs the targets by how loaded their slots are (`weigh`: Storm's load-aware
+    shuffle), so a busy slot's tasks get fewer of the tuples."""
 
-    __slots__ = ("tasks", "i")
+    __slots__ = ("tasks", "i", "cycle", "_cycle_array")
 
     def __init__(self, tasks: list[int], start: int):
         self.tasks = tasks
+        self.cycle: list[int] = list(range(len(tasks)))  # target positions, in the order they are sent to
+        self._cycle_array: np.ndarray | None = None
         self.i = start % len(tasks)
 
     def __call__(self, values: Sequence[Any]) -> list[int]:
         i = self.i
-        self.i = (i + 1) % len(self.tasks)
-        return [self.tasks[i]]
+        self.i = (i + 1) % len(self.cycle)
+        return [self.tasks[self.cycle[i]]]
 
     def pick(self, values: Sequence[Any]) -> int:
         """The next target's position (the same sequence as calling the counter)."""
         i = self.i
-        self.i = (i + 1) % len(self.tasks)
-        return i
+        self.i = (i + 1) % len(self.cycle)
+        return self.cycle[i]
+
+    def positions(self, m: int) -> np.ndarray:
+        """The next `m` targets' positions at once (a column batch's rows)."""
+        if self._cycle_array is None:
+            self._cycle_array = np.asarray(self.cycle, np.int64)
+        n = len(self.cycle)
+        pos = self._cycle_array[(self.i + np.arange(m)) % n]
+        self.i = (self.i + m) % n
+        return pos
+
+    def weigh(self, weight: Mapping[int, float] | None) -> None:
+        """Send to each target task in proportion to `weight[task]` (missing: 1; None: evenly)."""
+        weights = [1.0 if weight is None else weight.get(t, 1.0) for t in self.tasks]
+        self.cycle = weighted_cycle(weights)
+        self._cycle_array = None
+        self.i %= len(self.cycle)
+
+
+CYCLE_STEPS = 20  # a target of average weight appears this many times a cycle: shares in steps of 5%
+
+
+def weighted_cycle(weights: Sequence[float]) -> list[int]:
+    """Positions 0..k-1, each in proportion to its weight (at least once), spread evenly over the
+    cycle (smooth weighted round robin); plain round robin when the weights are equal."""
+    k = len(weights)
+    if k < 2 or max(weights) == min(weights):
+        return list(range(k))
+    return list(_smooth_cycle(tuple(max(1, round(CYCLE_STEPS * k * w / sum(weights))) for w in weights)))
+
+
+@functools.lru_cache(maxsize=256)
+def _smooth_cycle(counts: tuple[int, ...]) -> tuple[int, ...]:
+    total = sum(counts)
+    current = [0] * len(counts)
+    out = []
+    for _ in range(total):
+        for j, c in enumerate(counts):
+            current[j] += c
+        best = max(range(len(counts)), key=current.__getitem__)
+        current[best] -= total
+        out.append(best)
+    return tuple(out)
+
+
+def shuffle_counters(streams: Iterable[Any]) -> list[ShuffleCounter]:
+    """The shuffle counters of a task's output streams (`StreamOut`s): what a snapshot carries and
+    what load-aware shuffle weighs."""
+    return [r for so in streams for _, r in so.routes if isinstance(r, ShuffleCounter)]
+
+
+def weigh_shuffles(streams: Iterable[Any], weight: Mapping[int, float] | None) -> None:
+    """Weigh every shuffle of a task's output streams by target task (`ShuffleCounter.weigh`)."""
+    for c in shuffle_counters(streams):
+        c.weigh(weight)
 
 
 def _one_target(route: Route, tasks: list[int], pick: Pick) -> Route:

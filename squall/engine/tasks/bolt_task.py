@@ -32,7 +32,7 @@ from squall.reliability.ids import mix64_int
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Settled, mark_settling, sent_of, settled_row_ids
 from squall.reliability.tuple import Tuple, tuples_of
-from squall.routing.tuples import ShuffleCounter
+from squall.routing.tuples import ShuffleCounter, shuffle_counters
 
 log = logging.getLogger("squall")
 
@@ -99,7 +99,7 @@ class BoltTask(TaskBase):
     # -- carried across waves as bytes (Spark engine) -------------------------------------
 
     def _counters(self) -> list[ShuffleCounter]:
-        return [r for so in self.streams.values() for _, r in so.routes if isinstance(r, ShuffleCounter)]
+        return shuffle_counters(self.streams.values())
 
     def snapshot(self, dumps: Any, wave: int = 0) -> tuple[bytes, FixedPart | None]:
         """The task's carried state: the bolt instance (without its fixed attributes), whether it is
@@ -139,7 +139,7 @@ class BoltTask(TaskBase):
                 task._fixed = fixed
                 user_instance(task.bolt).__dict__.update(task._watch.objects)
         for c, i in zip(task._counters(), counters):
-            c.i = i
+            c.i = i % len(c.cycle)  # written under other weights, maybe
         return task
 
     @property
