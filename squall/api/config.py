@@ -18,6 +18,7 @@ class Config(dict):
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
     TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+    TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
     # squall's own
     SQUALL_WAVE_MAX_TUPLES = "squall.wave.max.tuples"
     SQUALL_WAVE_MAX_SECS = "squall.wave.max.secs"
@@ -59,6 +60,9 @@ class Config(dict):
         TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 1000,
         TOPOLOGY_STATE_PROVIDER: "sqlite",
         TOPOLOGY_STATE_PROVIDER_CONFIG: None,
+        # As Storm 2: shuffle groupings send a busier slot's tasks fewer tuples (Spark engine;
+        # squall.engine.resident.balance). True: plain round robin.
+        TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: False,
         # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
         # by measured cost (squall.engine.driver.wave_sizing; the budget is shared by the spout tasks),
         # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.

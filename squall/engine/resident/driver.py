@@ -26,6 +26,7 @@ from squall.engine.driver.wave import Captured, TaskStats, WaveSummary, merge_ca
 from squall.engine.driver.wave_sizing import WaveSizer
 from squall.engine.gc_tuning import tune_gc
 from squall.engine.malloc_tuning import tune_malloc
+from squall.engine.resident.balance import ShuffleBalance
 from squall.engine.resident.driver_spouts import DriverSpouts
 from squall.engine.resident.messages import DRIVER, Marker, Report
 from squall.engine.resident.placement import Placement, Placing, TopologyStopped
@@ -85,6 +86,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         self.verdicts_heard: dict[int, int] = {}
         self.verdicts_through = 0
         self.busy_secs: dict[int, float] = {}  # slot -> seconds its tasks took (profiling)
+        self.balance = ShuffleBalance.of(topology, self.conf)  # load-aware shuffle
         self._peer_bytes: dict[int, int] = {}  # slot -> bytes its process sent the other slots
         self._last_full = False
         self._crash: str | None = None
@@ -166,7 +168,6 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
     def peer_bytes(self) -> int:
         """What the slots' processes sent each other, as of their last reports."""
         return sum(self._peer_bytes.values())
-
 
     # -- messages from the slots (their readers' threads) ---------------------------------
 
@@ -278,7 +279,8 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         marker = Marker(n, self.wave_time() if self.clock.simulated else None,
                         now if self.clock.simulated else None, budgets, inputs, self.completed_through, rotate,
                         snapshot, self.confirmed, dict(self.trim), gated,
-                        rerun=source, roots=roots, keep=frozenset(e.wave for e in self.log))
+                        rerun=source, roots=roots, keep=frozenset(e.wave for e in self.log),
+                        shares=None if self.balance is None else self.balance.shares)
         for s in self.participants:
             self.pool.slots[s].send(("marker", self.uid, self.epoch, marker))
         ow = OpenWave(marker)
@@ -376,10 +378,8 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         self._last_full = ow.full or ow.capped
         if m.snapshot:
             self._confirm(ow)
-
-
-    # -- recovery (docs/design.md) ----------------------------------------------------------
-
+        if self.balance is not None:
+            self.balance.wave_ended(ow.reports)
 
     # -- time -----------------------------------------------------------------------------
 

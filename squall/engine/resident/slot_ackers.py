@@ -62,6 +62,7 @@ class SlotAckers:
             if ws is None or not ws.ended:
                 break  # this slot's own part first (its report carries both)
             del self.acker_waves[n]
+            t0 = time.perf_counter()
             m = aw.marker
             verdicts: dict[int, Verdict] = {}
             for k, acker in self.ackers.items():
@@ -77,6 +78,7 @@ class SlotAckers:
                     by_slot[slot][owner] = v
             for slot, parts in by_slot.items():
                 self.slot.send(slot, ("verdicts", self.uid, self.epoch, n, self.slot.index, parts))
+            ws.report.busy_secs += time.perf_counter() - t0  # the load-aware shuffle weighs it
             if m.snapshot:
                 t1 = time.perf_counter()
                 ws.acker_snaps = {k: self.dumps(a) for k, a in self.ackers.items()}

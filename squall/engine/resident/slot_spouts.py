@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from squall.api.config import Config, component_conf
-from squall.engine.resident.messages import DRIVER
+from squall.engine.resident.messages import DRIVER, Report
 from squall.engine.tasks.spout_runner import SpoutRunner, take_kept
 from squall.engine.tasks.spout_task import SpoutTask
 from squall.observe.errors import ErrorRecord
@@ -73,7 +73,10 @@ class SlotSpouts:
                                  SpoutRunner.task_blob(blob, self.loads), self.loads, self.setup.capture)
         return SpoutRunner.restore(task, conf, self._nackers > 0, blob, self.loads)
 
-    def _apply_verdicts(self, parts: dict[int, Verdict]) -> None:
+    def _apply_verdicts(self, parts: dict[int, Verdict], rep: Report | None = None) -> None:
+        """Each spout task's acks and fails (its spout's ack and fail); what they take counts as
+        work of the wave `rep` reports (the load-aware shuffle weighs it)."""
+        t0 = time.perf_counter()
         now = self._now()
         for tid, v in parts.items():
             runner = self.runners.get(tid)
@@ -81,6 +84,8 @@ class SlotSpouts:
                 continue
             reasons = dict(zip(v.failed.tolist(), v.reasons)) if len(v.failed) else None
             runner.apply(v.completed, v.failed, reasons, now)
+        if rep is not None:
+            rep.busy_secs += time.perf_counter() - t0
 
     def _set_active(self, active: bool) -> None:
         self.active = active

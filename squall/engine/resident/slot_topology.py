@@ -33,12 +33,12 @@ from squall.reliability.acker import AckerPartition
 from squall.reliability.anchoring import combine
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Sent, Settled, unsettled
+from squall.routing.tuples import weigh_shuffles
 
 if TYPE_CHECKING:
     from squall.engine.resident.slot import SlotProcess
 
 log = logging.getLogger("squall")
-
 
 
 @dataclass
@@ -96,8 +96,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.kept: dict[int, dict[int, Pulled]] = {}  # wave -> spout task -> what it sent (for a re-run)
         self.clock: float | None = None  # the simulated clock of the latest marker (None: wall clock)
 
-    # -- placement ----------------------------------------------------------------------------
-
     def _place(self, setup: Setup) -> None:
         self.setup = setup
         self.topology = setup.topology
@@ -116,7 +114,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.acker_slots = setup.acker_slots
         self.spout_slots = setup.spout_slots
         self.spout_slot = {**setup.spouts, **dict.fromkeys(setup.driver_spouts, DRIVER)}
-
+        self._shares: dict[int, float] | None = None  # the weights the tasks here shuffle by (the marker's)
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -142,7 +140,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             self.acker_waves.setdefault(n, AckerWave()).parts[sender] = parts
         elif kind == "verdicts":
             _, _, _, n, _sender, parts = msg
-            self._apply_verdicts(parts)
+            self._apply_verdicts(parts, getattr(self.waves.get(n), "report", None))
             self.verdicts_heard[n] = self.verdicts_heard.get(n, 0) + 1
             while self.verdicts_heard.get(self.verdicts_through + 1, 0) >= len(self.acker_slots):
                 self.verdicts_through += 1
@@ -179,6 +177,17 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             self.acker_waves.setdefault(marker.wave, AckerWave()).marker = marker
         if marker.confirmed:
             self._trim_kept(marker.confirmed, marker.keep)
+        if marker.shares != self._shares:
+            self._weigh(marker.shares)
+
+    def _weigh(self, shares: dict[int, float] | None) -> None:
+        """Load-aware shuffle (squall.engine.resident.balance): targets weighed by their slot's weight."""
+        self._shares = shares
+        slots = {**self.setup.spouts, **self.setup.bolts}
+        weight = None if shares is None else {t: shares.get(s, 1.0) for t, s in slots.items()}
+        self.host.weigh(weight)
+        for runner in self.runners.values():
+            weigh_shuffles(runner.task.streams.values(), weight)
 
     def _now(self) -> float:
         return self.clock if self.clock is not None else time.time()
@@ -318,7 +327,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
                 items = {t: [wire.blob(b) for b in bs] for t, bs in items.items()}
             self.slot.send(slot, ("level", self.uid, self.epoch, n, level, me, items, sent.get(slot, [])))
 
-
     def _errors(self, rep: Report, errors: list[ErrorRecord]) -> None:
         room = self.setup.max_errors - len(rep.errors)
         rep.errors.extend(errors[:max(0, room)])
@@ -371,12 +379,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         rep.peer_bytes = self.slot.peers.meter.bytes
         self.slot.send(DRIVER, ("report", self.uid, self.epoch, rep))
         return True
-
-    # -- ackers -------------------------------------------------------------------------------
-
-
-    # -- spout tasks --------------------------------------------------------------------------
-
 
     # -- the end --------------------------------------------------------------------------------
 

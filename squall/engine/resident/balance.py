@@ -1,0 +1,62 @@
+"""Load-aware shuffle across the Spark engine's slots, in the spirit of Storm 2's
+LoadAwareShuffleGrouping (on by default there too; `topology.disable.loadaware.messaging` turns it
+off).
+
+Storm weighs each target task by how full its receive queue is. Here a wave's work is known per
+slot when the wave ends (each report's `busy_secs`), so the driver weighs the slots to even that
+work out: the slot that also runs a spout, an acker, or the heavier share of a fields grouping (work
+no grouping can move) gets fewer of the shuffled tuples, the others more, and a slot on a slower or
+busier host gets fewer too. Every marker carries the weights; a slot weighs every shuffle of its
+tasks by the slot of each target (squall.routing.tuples.ShuffleCounter.weigh). Only shuffle
+groupings move: fields, all, global and direct still go where they must.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from squall.api.config import Config
+from squall.api.topology import StormTopology
+from squall.engine.resident.messages import Report
+
+GAIN = 0.1  # how far one wave moves a slot's weight toward evening out the work: small, so it settles
+SMOOTHING = 0.2  # the newest wave's part in each slot's average work (one wave's is noisy)
+LIMIT = 4.0  # a slot's weight stays within 1/LIMIT..LIMIT of the slots' average: none is starved
+MIN_WORK_SECS = 0.0005  # a wave this light (all slots together) says nothing of the load
+STEP = 0.05  # markers carry weights rounded to this, so the slots re-weigh only on a real change
+
+
+class ShuffleBalance:
+    """The driver's weights of its slots for shuffled tuples, learned from the waves' reports."""
+
+    def __init__(self) -> None:
+        self.work: dict[int, float] = {}  # slot -> its average work a wave, seconds
+        self.weights: dict[int, float] = {}  # slot -> its weight (average 1)
+        self.shares: dict[int, float] | None = None  # what markers carry: rounded; None while even
+
+    @classmethod
+    def of(cls, topology: StormTopology, conf: dict) -> ShuffleBalance | None:
+        """A balance for a topology with a shuffle grouping, unless the user turned it off."""
+        if conf.get(Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING):
+            return None
+        kinds = {g.kind for subs in topology.subscribers.values() for _, g in subs}
+        return cls() if kinds & {"shuffle", "none", "local_or_shuffle"} else None
+
+    def wave_ended(self, reports: Iterable[Report]) -> None:
+        """A wave ended: each slot that took part reported what its tasks spent on it (busy_secs)."""
+        work: dict[int, float] = {}
+        for r in reports:
+            work[r.slot] = work.get(r.slot, 0.0) + r.busy_secs
+        if len(work) < 2 or sum(work.values()) < MIN_WORK_SECS:
+            return
+        self.work = {s: w if s not in self.work else self.work[s] + SMOOTHING * (w - self.work[s])
+                     for s, w in work.items()}  # a slot that no longer takes part (it died) drops out
+        mean = sum(self.work.values()) / len(self.work)
+        weights = {}
+        for s, w in self.work.items():
+            ratio = mean / max(w, mean / LIMIT)
+            weights[s] = self.weights.get(s, 1.0) * ratio ** GAIN
+        scale = len(weights) / sum(weights.values())
+        self.weights = {s: min(LIMIT, max(1 / LIMIT, w * scale)) for s, w in weights.items()}
+        shares = {s: round(round(w / STEP) * STEP, 2) for s, w in self.weights.items()}
+        self.shares = None if all(v == 1.0 for v in shares.values()) else shares

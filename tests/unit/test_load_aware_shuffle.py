@@ -1,0 +1,111 @@
+"""Load-aware shuffle, our own logic: the weighted round robin of a shuffle grouping
+(squall.routing.tuples) and the driver's weights of its slots (squall.engine.resident.balance)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from squall import Config, Spout, TopologyBuilder
+from squall.engine.resident.balance import LIMIT, ShuffleBalance
+from squall.engine.resident.messages import Report
+from squall.routing.tuples import ShuffleCounter, weighted_cycle
+from tests.support.recovery_topologies import Digits
+
+
+def test_equal_weights_are_plain_round_robin():
+    assert weighted_cycle([1.0, 1.0, 1.0]) == [0, 1, 2]
+    c = ShuffleCounter([10, 11, 12], start=1)
+    c.weigh({10: 2.0, 11: 2.0, 12: 2.0})
+    assert [c.pick(()) for _ in range(6)] == [1, 2, 0, 1, 2, 0]
+
+
+def test_weights_give_proportional_and_spread_out_shares():
+    cycle = weighted_cycle([1.0, 3.0])
+    counts = Counter(cycle)
+    assert counts[1] == 3 * counts[0]
+    longest = max(len(run) for run in "".join(map(str, cycle)).split("0"))
+    assert longest <= 3  # the heavy target's turns are spread between the light one's
+
+
+def test_a_tiny_weight_still_gets_tuples():
+    assert 0 in weighted_cycle([0.001, 1.0, 1.0])
+
+
+def test_pick_call_and_positions_follow_one_sequence():
+    tasks = [4, 5, 6]
+    weight = {4: 0.5, 5: 1.0, 6: 2.5}
+    a, b, c = ShuffleCounter(tasks, 2), ShuffleCounter(tasks, 2), ShuffleCounter(tasks, 2)
+    for x in (a, b, c):
+        x.weigh(weight)
+    picks = [tasks[a.pick(())] for _ in range(50)]
+    calls = [b(())[0] for _ in range(50)]
+    cols = [tasks[p] for p in c.positions(20).tolist() + c.positions(30).tolist()]
+    assert picks == calls == cols
+    assert Counter(picks)[6] > Counter(picks)[5] > Counter(picks)[4]
+
+
+def test_weighing_again_keeps_the_counter_in_range():
+    c = ShuffleCounter([1, 2], 0)
+    c.weigh({1: 1.0, 2: 9.0})
+    for _ in range(37):
+        c.pick(())
+    c.weigh(None)
+    assert c.cycle == [0, 1] and 0 <= c.i < 2
+    assert sorted({c.pick(()) for _ in range(4)}) == [0, 1]
+
+
+def _reports(work: dict[int, float]) -> list[Report]:
+    return [Report(1, slot, busy_secs=secs) for slot, secs in work.items()]
+
+
+def test_balance_evens_out_the_slots_work():
+    """A slot that also runs a spout (fixed work) gets fewer of the shuffled tuples until both
+    slots' work is about even: the controller against a model of the slots."""
+    fixed = {0: 0.004, 1: 0.0}  # a spout's work in slot 0, which no grouping moves
+    shuffled = 0.010  # the shuffled bolt's work a wave, split by the weights
+    bal = ShuffleBalance()
+    weights = {0: 1.0, 1: 1.0}
+    for _ in range(300):
+        work = {s: fixed[s] + shuffled * weights[s] / sum(weights.values()) for s in fixed}
+        bal.wave_ended(_reports(work))
+        weights = bal.weights
+    work = {s: fixed[s] + shuffled * weights[s] / sum(weights.values()) for s in fixed}
+    assert abs(work[0] - work[1]) < 0.05 * sum(work.values())
+    assert bal.shares is not None and bal.shares[0] < 1.0 < bal.shares[1]
+
+
+def test_balance_never_starves_a_slot_and_ignores_light_waves():
+    bal = ShuffleBalance()
+    for _ in range(500):
+        bal.wave_ended(_reports({0: 0.050, 1: 0.001}))
+    assert min(bal.weights.values()) >= 1 / LIMIT - 1e-9
+    idle = ShuffleBalance()
+    for _ in range(50):
+        idle.wave_ended(_reports({0: 0.0001, 1: 0.0}))
+    assert idle.shares is None
+
+
+def test_a_slot_that_leaves_drops_out_of_the_balance():
+    bal = ShuffleBalance()
+    for _ in range(20):
+        bal.wave_ended(_reports({0: 0.010, 1: 0.002, 2: 0.002}))
+    bal.wave_ended(_reports({0: 0.010, 2: 0.002}))
+    assert set(bal.weights) == {0, 2}
+
+
+class Numbers(Spout):
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+
+@pytest.mark.parametrize("grouping,off,expected", [
+    ("shuffle", False, True), ("shuffle", True, False), ("fields", False, False)])
+def test_balance_only_for_shuffles_unless_turned_off(grouping, off, expected):
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    d = b.set_bolt("digits", Digits(), parallelism=2)
+    d.shuffle_grouping("numbers") if grouping == "shuffle" else d.fields_grouping("numbers", ["n"])
+    conf = {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: off}
+    assert (ShuffleBalance.of(b.create_topology(), conf) is not None) is expected
