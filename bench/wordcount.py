@@ -460,6 +460,9 @@ def spark_profile(coord: Any, first: tuple, last: tuple) -> dict[str, Any]:
         "driver_bytes_per_wave": round((p1["driver_bytes"] - p0["driver_bytes"]) / max(waves, 1)),
         "driver_messages_per_wave": round((p1["driver_messages"] - p0["driver_messages"]) / max(waves, 1), 1),
         "bolt_execute_ms_per_wave_whole_run": round(1000 * bolt_exec / max(coord.waves_done, 1), 2),
+        # the load-aware shuffle's weights of the slots at the window's end (None: even, or off)
+        "shuffle_weights": None if coord.balance is None or coord.balance.shares is None
+        else {str(k): v for k, v in sorted(coord.balance.shares.items())},
     }
 
 
@@ -483,6 +486,9 @@ def print_spark_profile(p: dict[str, Any]) -> None:
     say(f"  bolt execute() {p['bolt_execute_ms_per_wave_whole_run']:.1f} ms/wave (whole run); slot to slot "
         f"{p['peer_bytes_per_sentence']:.0f} bytes a sentence; the driver's links {p['driver_bytes_per_wave']:,} "
         f"bytes and {p['driver_messages_per_wave']:.0f} messages a wave")
+    say(f"  load-aware shuffle: slots' weights {p['shuffle_weights'] or 'even'}")
+
+
 # -- the corpus: the spout's own sentences -----------------------------------------------------------
 
 
