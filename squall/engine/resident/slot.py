@@ -33,6 +33,17 @@ from squall.engine.resident.slot_topology import SlotTopology
 
 log = logging.getLogger("squall")
 
+# How long the thread running the tasks may hold the GIL while the threads that read and write the
+# slot's connections wait for it (Python's default is 5 ms). Each of their blocking calls gives the
+# GIL up, and each message takes several (a header, then a frame per batch), so at the default a
+# level message sent while the next level computes reached its peer 5-10 ms late, and the peer
+# waited: under a full load each slot sat idle a quarter of the time.
+SWITCH_INTERVAL_SECS = 0.0005
+# The loop takes in every message that has come before the topologies run their next level (an
+# acker's part, say, whose apply is short and which the spouts' next pulls wait for), but runs
+# them after this many at the latest, however many more come.
+ADVANCE_AFTER = 256
+
 
 class SlotProcess:
     """This process as slot `index`: its link to the driver, its peers, its topologies."""
@@ -76,8 +87,21 @@ class SlotProcess:
     def serve(self) -> None:
         tune_gc({})
         tune_malloc({})
+        taken = 0  # messages taken in since the topologies last advanced
         while True:
-            msg = self.local.popleft() if self.local else self.inbox.get()
+            if self.local:
+                msg = self.local.popleft()
+            else:
+                try:
+                    msg = self.inbox.get_nowait() if taken < ADVANCE_AFTER else None
+                except queue.Empty:
+                    msg = None
+                if msg is None:
+                    taken = 0
+                    if self._advance():
+                        continue  # it ran something: take in what came meanwhile first
+                    msg = self.inbox.get()
+            taken += 1
             kind = msg[0]
             if kind == "stop":
                 break
@@ -90,6 +114,16 @@ class SlotProcess:
             topo.drop()
         self.peers.close()
         self.driver.close(wait=5.0)
+
+    def _advance(self) -> bool:
+        """Each topology runs what the messages taken in let it (SlotTopology.advance); whether any did."""
+        ran = False
+        for uid, topo in list(self.topologies.items()):
+            try:
+                ran = topo.advance() or ran
+            except Exception as e:  # noqa: BLE001 - a topology's failure is its own, not the slot's
+                self._failed(uid, e)
+        return ran
 
     def _handle(self, kind: str, msg: tuple) -> None:
         if kind == "book":
@@ -147,7 +181,10 @@ def serve(conn: Any, index: int, authkey: bytes, family: str, host: str | None, 
     slot = SlotProcess(conn, index, os.getpid(), authkey, family, host)
     slot.driver.put({**hello, "address": slot.peers.address})
     t0 = time.perf_counter()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_SECS)
     try:
         slot.serve()
     finally:
+        sys.setswitchinterval(switch)
         log.debug("squall slot %d served %.1f s", index, time.perf_counter() - t0)

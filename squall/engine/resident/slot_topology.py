@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from squall.engine.driver.wave import add_captured
 from squall.engine.resident import wire
 from squall.engine.resident.messages import DRIVER, AckPart, Marker, Report, Setup
 from squall.engine.resident.slot_ackers import AckerWave, SlotAckers
@@ -95,6 +96,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.applied_through: dict[int, int] = {}  # spout task -> the same, as its snapshot records it
         self.kept: dict[int, dict[int, Pulled]] = {}  # wave -> spout task -> what it sent (for a re-run)
         self.clock: float | None = None  # the simulated clock of the latest marker (None: wall clock)
+        self.due = False  # messages came that may let a level run (advance)
 
     def _place(self, setup: Setup) -> None:
         self.setup = setup
@@ -160,13 +162,18 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             self._fail_lost(*msg[3:])
         elif kind == "rollback":
             self._rollback(msg[2], msg[3])
+        self.due = True
+
+    def advance(self) -> bool:
+        """Run what the messages taken in since the last call let run (SlotProcess.serve); if any."""
+        if not self.due:
+            return False
+        self.due = False
         self._advance()
+        return True
 
     def _wave(self, n: int) -> WaveState:
-        ws = self.waves.get(n)
-        if ws is None:
-            ws = self.waves[n] = WaveState(n)
-        return ws
+        return self.waves.get(n) or self.waves.setdefault(n, WaveState(n))
 
     def _marker(self, marker: Marker) -> None:
         self.clock = marker.clock
@@ -195,21 +202,22 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
     # -- the waves ----------------------------------------------------------------------------
 
     def _advance(self) -> None:
-        """Run every level that can run now, oldest wave first."""
-        progressed = True
-        while progressed:
-            progressed = False
-            lowest = -2  # the lowest level of an earlier wave still open: later waves wait below it
-            for n in sorted(self.waves):
-                ws = self.waves[n]
-                while self._step(ws, lowest):
-                    progressed = True
-                lowest = ws.level if lowest == -2 else min(lowest, ws.level)
-            if self.ackers and self._apply_ackers():
-                progressed = True
-            for n in sorted(self.waves):
-                if not self._report(self.waves[n]):
-                    break  # reports go in wave order
+        """The ackers' applies (short, and the spouts' next pulls wait for their verdicts), then the
+        next level that can run, oldest wave first: one level a call, so that what came meanwhile
+        (another slot's level, an acker's part, this slot's own messages) is taken in before the
+        next (SlotProcess.serve)."""
+        if self.ackers:
+            self._apply_ackers()
+        for n in sorted(self.waves):
+            if not self._report(self.waves[n]):
+                break  # reports go in wave order, as soon as they can: the driver starts a wave on them
+        lowest = -2  # the lowest level of an earlier wave still open: later waves wait below it
+        for n in sorted(self.waves):
+            ws = self.waves[n]
+            if self._step(ws, lowest):
+                self.due = True
+                break
+            lowest = ws.level if lowest == -2 else min(lowest, ws.level)
 
     def _step(self, ws: WaveState, lowest: int) -> bool:
         """Run wave `ws`'s next level here if it can: its inputs are in, and every earlier wave ran it."""
@@ -252,7 +260,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
                     continue
                 got = runner.pull(budget, self._now())
                 if runner.figures.captured:  # the wave's own emits, in its report (a rollback drops them)
-                    _capture(rep, runner.component, tid, runner.figures.captured)
+                    add_captured(rep.captured, runner.component, tid, runner.figures.captured)
                     runner.figures.captured = None
                 rep.emitted += got.emitted
                 rep.full = rep.full or got.full
@@ -296,7 +304,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             if res.metrics:
                 rep.metrics.append((res.component, res.task, res.metrics))
             if res.captured:
-                _capture(rep, res.component, res.task, res.captured)
+                add_captured(rep.captured, res.component, res.task, res.captured)
         rep.busy_secs += time.perf_counter() - t0
         if m.snapshot:  # now: with waves in flight, a task may take its step of the next wave before this one ends
             t1 = time.perf_counter()
@@ -380,8 +388,6 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.slot.send(DRIVER, ("report", self.uid, self.epoch, rep))
         return True
 
-    # -- the end --------------------------------------------------------------------------------
-
     def drop(self) -> None:
         for runner in self.runners.values():
             try:
@@ -390,11 +396,3 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
                 log.exception("squall slot: close of spout %s[%d] raised", runner.component, runner.task_id)
         for task, e in self.host.cleanup():
             log.error("squall slot: cleanup of %s[%d] raised: %s", task.component, task.task_id, e)
-
-
-def _capture(rep: Report, component: str, task: int, per_stream: dict[str, list]) -> None:
-    comp = rep.captured.setdefault(component, {})
-    for stream, rows in per_stream.items():
-        comp.setdefault(stream, {}).setdefault(task, []).extend(rows)
-
-
