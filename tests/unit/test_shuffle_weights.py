@@ -56,6 +56,9 @@ def test_weighing_again_keeps_the_counter_in_range():
     assert sorted({c.pick(()) for _ in range(4)}) == [0, 1]
 
 
+SLOT_OF = {10: 0, 11: 1, 12: 2}  # the shuffled bolt's three tasks, one a slot
+
+
 def _reports(work: dict[int, float]) -> list[Report]:
     return [Report(1, slot, busy_secs=secs) for slot, secs in work.items()]
 
@@ -65,11 +68,11 @@ def test_balance_evens_out_the_slots_work():
     slots' work is about even: the controller against a model of the slots."""
     fixed = {0: 0.004, 1: 0.0}  # a spout's work in slot 0, which no grouping moves
     shuffled = 0.010  # the shuffled bolt's work a wave, split by the weights
-    bal = ShuffleBalance()
+    bal = ShuffleBalance({10, 11, 12})
     weights = {0: 1.0, 1: 1.0}
     for _ in range(300):
         work = {s: fixed[s] + shuffled * weights[s] / sum(weights.values()) for s in fixed}
-        bal.wave_ended(_reports(work))
+        bal.wave_ended(_reports(work), SLOT_OF)
         weights = bal.weights
     work = {s: fixed[s] + shuffled * weights[s] / sum(weights.values()) for s in fixed}
     assert abs(work[0] - work[1]) < 0.05 * sum(work.values())
@@ -77,21 +80,31 @@ def test_balance_evens_out_the_slots_work():
 
 
 def test_balance_never_starves_a_slot_and_ignores_light_waves():
-    bal = ShuffleBalance()
+    bal = ShuffleBalance({10, 11, 12})
     for _ in range(500):
-        bal.wave_ended(_reports({0: 0.050, 1: 0.001}))
+        bal.wave_ended(_reports({0: 0.050, 1: 0.001}), SLOT_OF)
     assert min(bal.weights.values()) >= 1 / LIMIT - 1e-9
-    idle = ShuffleBalance()
+    idle = ShuffleBalance({10, 11, 12})
     for _ in range(50):
-        idle.wave_ended(_reports({0: 0.0001, 1: 0.0}))
+        idle.wave_ended(_reports({0: 0.0001, 1: 0.0}), SLOT_OF)
     assert idle.shares is None
 
 
+def test_a_slot_without_shuffle_targets_takes_no_part():
+    """Slot 2 runs only an acker (light): it must not draw the weight from the slots that can
+    take shuffled work, or they end up even again at the floor."""
+    bal = ShuffleBalance({10, 11})
+    for _ in range(200):
+        bal.wave_ended(_reports({0: 0.010, 1: 0.004, 2: 0.001}), SLOT_OF)
+    assert set(bal.weights) == {0, 1}
+    assert bal.weights[0] < 1.0 < bal.weights[1]
+
+
 def test_a_slot_that_leaves_drops_out_of_the_balance():
-    bal = ShuffleBalance()
+    bal = ShuffleBalance({10, 11, 12})
     for _ in range(20):
-        bal.wave_ended(_reports({0: 0.010, 1: 0.002, 2: 0.002}))
-    bal.wave_ended(_reports({0: 0.010, 2: 0.002}))
+        bal.wave_ended(_reports({0: 0.010, 1: 0.002, 2: 0.002}), SLOT_OF)
+    bal.wave_ended(_reports({0: 0.010, 2: 0.002}), SLOT_OF)
     assert set(bal.weights) == {0, 2}
 
 
@@ -109,3 +122,4 @@ def test_balance_only_for_shuffles_unless_turned_off(grouping, off, expected):
     d.shuffle_grouping("numbers") if grouping == "shuffle" else d.fields_grouping("numbers", ["n"])
     conf = {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: off}
     assert (ShuffleBalance.of(b.create_topology(), conf) is not None) is expected
+    assert ShuffleBalance.of(b.create_topology(), {}) is None  # off unless asked for (re-runs: design.md)

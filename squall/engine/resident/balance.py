@@ -1,6 +1,7 @@
 """Load-aware shuffle across the Spark engine's slots, in the spirit of Storm 2's
-LoadAwareShuffleGrouping (on by default there too; `topology.disable.loadaware.messaging` turns it
-off).
+LoadAwareShuffleGrouping: on when `topology.disable.loadaware.messaging` is false (Storm's default;
+squall's is true for now, since a recovery's re-runs are not yet weighed as they first ran:
+docs/design.md).
 
 Storm weighs each target task by how full its receive queue is. Here a wave's work is known per
 slot when the wave ends (each report's `busy_secs`), so the driver weighs the slots to even that
@@ -13,7 +14,7 @@ groupings move: fields, all, global and direct still go where they must.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from squall.api.config import Config
 from squall.api.topology import StormTopology
@@ -29,7 +30,8 @@ STEP = 0.05  # markers carry weights rounded to this, so the slots re-weigh only
 class ShuffleBalance:
     """The driver's weights of its slots for shuffled tuples, learned from the waves' reports."""
 
-    def __init__(self) -> None:
+    def __init__(self, targets: set[int]) -> None:
+        self.targets = targets  # the tasks some shuffle sends to: only their slots' weights matter
         self.work: dict[int, float] = {}  # slot -> its average work a wave, seconds
         self.weights: dict[int, float] = {}  # slot -> its weight (average 1)
         self.shares: dict[int, float] | None = None  # what markers carry: rounded; None while even
@@ -37,16 +39,22 @@ class ShuffleBalance:
     @classmethod
     def of(cls, topology: StormTopology, conf: dict) -> ShuffleBalance | None:
         """A balance for a topology with a shuffle grouping, unless the user turned it off."""
-        if conf.get(Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING):
+        key = Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING
+        if conf.get(key, Config.DEFAULTS[key]):
             return None
-        kinds = {g.kind for subs in topology.subscribers.values() for _, g in subs}
-        return cls() if kinds & {"shuffle", "none", "local_or_shuffle"} else None
+        targets = {t for subs in topology.subscribers.values() for sub, g in subs
+                   if g.kind in ("shuffle", "none", "local_or_shuffle") for t in topology.task_ids[sub]}
+        return cls(targets) if targets else None
 
-    def wave_ended(self, reports: Iterable[Report]) -> None:
-        """A wave ended: each slot that took part reported what its tasks spent on it (busy_secs)."""
+    def wave_ended(self, reports: Iterable[Report], slot_of: Mapping[int, int]) -> None:
+        """A wave ended: each slot that took part reported what its tasks spent on it (busy_secs);
+        `slot_of` places the bolt tasks. A slot that holds none of the shuffles' targets takes no
+        part: no weight of its own would move its work."""
+        movable = {slot_of[t] for t in self.targets if t in slot_of}
         work: dict[int, float] = {}
         for r in reports:
-            work[r.slot] = work.get(r.slot, 0.0) + r.busy_secs
+            if r.slot in movable:
+                work[r.slot] = work.get(r.slot, 0.0) + r.busy_secs
         if len(work) < 2 or sum(work.values()) < MIN_WORK_SECS:
             return
         self.work = {s: w if s not in self.work else self.work[s] + SMOOTHING * (w - self.work[s])

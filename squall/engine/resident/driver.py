@@ -379,7 +379,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         if m.snapshot:
             self._confirm(ow)
         if self.balance is not None:
-            self.balance.wave_ended(ow.reports)
+            self.balance.wave_ended(ow.reports, self.placement.bolts)
 
     # -- time -----------------------------------------------------------------------------
 

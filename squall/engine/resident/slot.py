@@ -123,6 +123,8 @@ class SlotProcess:
                 ran = topo.advance() or ran
             except Exception as e:  # noqa: BLE001 - a topology's failure is its own, not the slot's
                 self._failed(uid, e)
+        if ran:
+            freeze_after_first_task()
         return ran
 
     def _handle(self, kind: str, msg: tuple) -> None:
@@ -149,7 +151,6 @@ class SlotProcess:
             topo.drop()
             return
         topo.handle(kind, msg)
-        freeze_after_first_task()
 
     def _failed(self, uid: str | None, e: BaseException) -> None:
         """A topology's message raised here: the driver stops that topology and says why."""

@@ -116,7 +116,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.acker_slots = setup.acker_slots
         self.spout_slots = setup.spout_slots
         self.spout_slot = {**setup.spouts, **dict.fromkeys(setup.driver_spouts, DRIVER)}
-        self._shares: dict[int, float] | None = None  # the weights the tasks here shuffle by (the marker's)
+        self._shares: dict[int, float] | None = {}  # the weights the tasks here shuffle by ({}: to be set)
 
     # -- messages -----------------------------------------------------------------------------
 
