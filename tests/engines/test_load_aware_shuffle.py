@@ -1,6 +1,7 @@
-"""Load-aware shuffle on the Spark engine: a shuffle grouping sends the tasks of a busier slot
-fewer tuples (as Storm 2's LoadAwareShuffleGrouping, on by default), and plain round robin when
-`topology.disable.loadaware.messaging` is set. Nothing is lost or counted twice either way."""
+"""Load-aware shuffle on the Spark engine: with `topology.disable.loadaware.messaging` false a
+shuffle grouping sends the tasks of a busier slot fewer tuples (as Storm 2's
+LoadAwareShuffleGrouping), and plain round robin when it is true (squall's default for now).
+Nothing is lost or counted twice either way."""
 
 from __future__ import annotations
 
@@ -9,40 +10,21 @@ from collections import Counter
 
 import pytest
 
-from squall import BasicBolt, Config, LocalCluster, Spout, TopologyBuilder
+from squall import BasicBolt, Config, LocalCluster, TopologyBuilder
+from tests.support.recovery_topologies import Numbers
 
 LIMIT, MAX_PENDING, WAVES = 6000, 200, 60
 
 
-class HeavyNumbers(Spout):
-    """0 .. limit-1, one a call, each with its msg id; making each costs CPU (a parse, say), so
-    the spout's slot is the busier one."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-
-    def declare_output_fields(self, d):
-        d.declare(["n"])
-
-    def open(self, conf, context, collector):
-        self.c = collector
-        self.i = 0
-        self.acked: list[int] = []
-        self.failed = 0
+class HeavyNumbers(Numbers):
+    """Numbers whose making costs CPU (a parse, say), so the spout's slot is the busier one."""
 
     def next_tuple(self):
         if self.i < self.limit:
             h = self.i
             for _ in range(300):  # work the spout's slot does for each tuple
                 h = zlib.crc32(b"x", h)
-            self.c.emit([self.i], msg_id=self.i)
-            self.i += 1
-
-    def ack(self, msg_id):
-        self.acked.append(msg_id)
-
-    def fail(self, msg_id):
-        self.failed += 1
+        super().next_tuple()
 
 
 class Light(BasicBolt):

@@ -6,37 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from squall import Config, LocalCluster, Spout, TopologyBuilder
-from tests.support.recovery_topologies import Digits
+from squall import Config, LocalCluster, TopologyBuilder
+from tests.support.recovery_topologies import Digits, Numbers
 
 LIMIT, MAX_PENDING = 6000, 200  # more than 40 waves of 100 take: every wave run_wave settles is full
-
-
-class Numbers(Spout):
-    """0 .. limit-1, one a call, each with its msg id; counts its acks and fails."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-
-    def declare_output_fields(self, d):
-        d.declare(["n"])
-
-    def open(self, conf, context, collector):
-        self.c = collector
-        self.i = 0
-        self.acked: list[int] = []
-        self.failed = 0
-
-    def next_tuple(self):
-        if self.i < self.limit:
-            self.c.emit([self.i], msg_id=self.i)
-            self.i += 1
-
-    def ack(self, msg_id):
-        self.acked.append(msg_id)
-
-    def fail(self, msg_id):
-        self.failed += 1
 
 
 def test_full_waves_overlap_and_share_max_pending(spark_session):

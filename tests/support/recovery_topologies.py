@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from squall import BasicBolt, Bolt, TopologyBuilder
+from squall import BasicBolt, Bolt, Spout, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 
@@ -147,3 +147,30 @@ class Digits(BasicBolt):
     def execute(self, t, collector):
         for ch in str(t[0]):
             collector.emit([ch])
+
+
+class Numbers(Spout):
+    """0 .. limit-1, one a call, each with its msg id; counts its acks and fails."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+    def open(self, conf, context, collector):
+        self.c = collector
+        self.i = 0
+        self.acked: list[int] = []
+        self.failed = 0
+
+    def next_tuple(self):
+        if self.i < self.limit:
+            self.c.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed += 1
