@@ -60,11 +60,9 @@ class Config(dict):
         TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 1000,
         TOPOLOGY_STATE_PROVIDER: "sqlite",
         TOPOLOGY_STATE_PROVIDER_CONFIG: None,
-        # False: as Storm 2, shuffle groupings send a busier slot's tasks fewer tuples (Spark engine;
-        # squall.engine.resident.balance). True, the default for now: plain round robin, because the
-        # waves a recovery runs again are not yet weighed as they first ran, and a Trident state
-        # behind a shuffle would then skip or count again what moved.
-        TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: True,
+        # False, as in Storm 2: shuffle groupings send a busier slot's tasks fewer tuples (Spark
+        # engine; squall.engine.resident.balance). True: plain round robin.
+        TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: False,
         # Tuples a spout task may emit per wave when max.spout.pending does not bound it. None: sized
         # by measured cost (squall.engine.driver.wave_sizing; the budget is shared by the spout tasks),
         # starting from the engine's default (2000 local, 20000 on Spark); a number fixes it.

@@ -1,5 +1,6 @@
 """Load-aware shuffle, our own logic: the weighted round robin of a shuffle grouping
-(squall.routing.tuples) and the driver's weights of its slots (squall.engine.resident.balance)."""
+(squall.routing.tuples), the driver's weights of its slots (squall.engine.resident.balance) and a
+task's routing as a snapshot keeps it (squall.engine.tasks.task)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from squall import Config, Spout, TopologyBuilder
 from squall.engine.resident.balance import LIMIT, ShuffleBalance
 from squall.engine.resident.messages import Report
-from squall.routing.tuples import ShuffleCounter, weighted_cycle
+from squall.engine.tasks.task import TaskBase
+from squall.routing.tuples import ShuffleCounter, shuffle_counters, weighted_cycle
 from tests.support.recovery_topologies import Digits
 
 
@@ -122,4 +124,51 @@ def test_balance_only_for_shuffles_unless_turned_off(grouping, off, expected):
     d.shuffle_grouping("numbers") if grouping == "shuffle" else d.fields_grouping("numbers", ["n"])
     conf = {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: off}
     assert (ShuffleBalance.of(b.create_topology(), conf) is not None) is expected
-    assert ShuffleBalance.of(b.create_topology(), {}) is None  # off unless asked for (re-runs: design.md)
+    assert (ShuffleBalance.of(b.create_topology(), {}) is not None) is (grouping == "shuffle")  # on, as Storm
+
+
+def test_markers_carry_weights_by_target_task():
+    bal = ShuffleBalance({10, 11, 12})
+    assert bal.task_weights(SLOT_OF) is None  # even: plain round robin
+    for _ in range(10):
+        bal.wave_ended(_reports({0: 0.010, 1: 0.002, 2: 0.002}), SLOT_OF)
+    weights = bal.task_weights(SLOT_OF)
+    assert weights == {t: bal.shares[s] for t, s in SLOT_OF.items()} and weights[10] < weights[11]
+
+
+def _shuffling_task() -> TaskBase:
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("digits", Digits(), parallelism=3).shuffle_grouping("numbers")
+    return TaskBase(b.create_topology(), "numbers", 0, {}, False)
+
+
+def _targets(task: TaskBase, n: int) -> list[int]:
+    counter = shuffle_counters(task.streams.values())[0]
+    return [counter(())[0] for _ in range(n)]
+
+
+def test_a_restored_task_routes_as_the_task_it_was_taken_from():
+    """The snapshot's routing keeps the weights with the positions: a wave run again after a
+    rollback sends each tuple where it first went, whatever the weights were meanwhile."""
+    task = _shuffling_task()
+    weights = dict(zip(task.topology.task_ids["digits"], (0.4, 1.0, 1.6)))
+    task.weigh(weights)
+    _targets(task, 37)
+    state = task.routing_state()
+    first = _targets(task, 100)
+    again = _shuffling_task()
+    again.weigh({t: 1.0 + i for i, t in enumerate(task.topology.task_ids["digits"])})  # later waves' weights
+    again.restore_routing(state)
+    assert _targets(again, 100) == first
+    assert Counter(first)[task.topology.task_ids["digits"][0]] < Counter(first)[task.topology.task_ids["digits"][2]]
+
+
+def test_weighing_with_the_same_weights_keeps_the_position():
+    task = _shuffling_task()
+    weights = dict(zip(task.topology.task_ids["digits"], (0.5, 1.0, 1.5)))
+    task.weigh(weights)
+    _targets(task, 11)
+    i = shuffle_counters(task.streams.values())[0].i
+    task.weigh(dict(weights))  # the next wave's marker: an equal dict
+    assert shuffle_counters(task.streams.values())[0].i == i == 11

@@ -1,15 +1,16 @@
 """Load-aware shuffle across the Spark engine's slots, in the spirit of Storm 2's
-LoadAwareShuffleGrouping: on when `topology.disable.loadaware.messaging` is false (Storm's default;
-squall's is true for now, since a recovery's re-runs are not yet weighed as they first ran:
-docs/design.md).
+LoadAwareShuffleGrouping: on unless `topology.disable.loadaware.messaging` is true (as in Storm).
 
 Storm weighs each target task by how full its receive queue is. Here a wave's work is known per
 slot when the wave ends (each report's `busy_secs`), so the driver weighs the slots to even that
 work out: the slot that also runs a spout, an acker, or the heavier share of a fields grouping (work
 no grouping can move) gets fewer of the shuffled tuples, the others more, and a slot on a slower or
-busier host gets fewer too. Every marker carries the weights; a slot weighs every shuffle of its
-tasks by the slot of each target (squall.routing.tuples.ShuffleCounter.weigh). Only shuffle
-groupings move: fields, all, global and direct still go where they must.
+busier host gets fewer too. Every marker carries the weights, by target task (each its slot's), and
+the driver logs them with the wave; each task's shuffles are weighed with the weights of the wave
+it steps (squall.engine.tasks.task.TaskBase.weigh), and a snapshot keeps them with the shuffles'
+positions, so a wave run again after a rollback routes as it first ran (a Trident state behind a
+shuffle, committed in one partition and not yet in the other, sees the same tuples again). Only
+shuffle groupings move: fields, all, global and direct still go where they must.
 """
 
 from __future__ import annotations
@@ -68,3 +69,10 @@ class ShuffleBalance:
         self.weights = {s: min(LIMIT, max(1 / LIMIT, w * scale)) for s, w in weights.items()}
         shares = {s: round(round(w / STEP) * STEP, 2) for s, w in self.weights.items()}
         self.shares = None if all(v == 1.0 for v in shares.values()) else shares
+
+    def task_weights(self, slot_of: Mapping[int, int]) -> dict[int, float] | None:
+        """What a wave's marker carries: each shuffle target's weight, its slot's (None: even).
+        By task, not slot, so that a logged wave run again after its tasks moved routes the same."""
+        if self.shares is None:
+            return None
+        return {t: self.shares.get(slot_of[t], 1.0) for t in sorted(self.targets) if t in slot_of}

@@ -271,22 +271,22 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
             rotate = self.rotations_due()
             budget = self._budget()
             budgets = {t: budget for t in self.executor_spouts} if self.active else {}
+            weights = None if self.balance is None else self.balance.task_weights(self.placement.bolts)
         else:
-            inputs, rotate, budget, budgets = again.inputs, again.rotate, 0, {}
+            inputs, rotate, budget, budgets, weights = again.inputs, again.rotate, 0, {}, again.weights
         source, roots = (None, None) if again is None else (again.wave, again.roots)
         snapshot = self._snapshot_due(n)
         gated = frozenset(t for t in self.executor_spouts if not self.restorable.get(t, False))
         marker = Marker(n, self.wave_time() if self.clock.simulated else None,
                         now if self.clock.simulated else None, budgets, inputs, self.completed_through, rotate,
                         snapshot, self.confirmed, dict(self.trim), gated,
-                        rerun=source, roots=roots, keep=frozenset(e.wave for e in self.log),
-                        shares=None if self.balance is None else self.balance.shares)
+                        rerun=source, roots=roots, keep=frozenset(e.wave for e in self.log), weights=weights)
         for s in self.participants:
             self.pool.slots[s].send(("marker", self.uid, self.epoch, marker))
         ow = OpenWave(marker)
         self.open_waves[n] = ow
         if again is None:
-            self.log.append(Logged(n, inputs, rotate))
+            self.log.append(Logged(n, inputs, rotate, weights=weights))
         else:
             again.wave = n
         if self.runners:

@@ -91,6 +91,7 @@ class DriverSpouts:
                 continue
             else:
                 runner = self.runners[st.task_id]
+                runner.task.weigh(ow.marker.weights)
                 got = runner.pull(budget, now)
                 if runner.figures.captured:  # the wave's own emits (a rollback takes them back)
                     add_captured(self._captured_since.setdefault(n, {}), st.component, st.task_id,

@@ -44,7 +44,7 @@ class Marker:
     rerun: int | None = None  # the kept wave whose batches the spouts send again, in place of pulling
     roots: np.ndarray | None = None  # with `rerun`: only these roots of it (a lost wave in halves)
     keep: frozenset[int] = frozenset()  # kept waves still to run again: not let go with the snapshot
-    shares: dict[int, float] | None = None  # slot -> its weight for shuffled tuples (balance.py); None: even
+    weights: dict[int, float] | None = None  # shuffle target task -> its weight (balance.py); None: even
 
 
 @dataclass

@@ -40,6 +40,7 @@ class Logged:
     inputs: list  # its ticks and $checkpoint tuples
     rotate: int
     roots: np.ndarray | None = None  # only these roots of it (a part of a lost wave)
+    weights: dict[int, float] | None = None  # its shuffles' weights (balance.py): a re-run routes the same
     attempts: int = 0  # slots that died while it ran
     done: bool = False  # it ran whole since the last rollback
 
@@ -232,8 +233,8 @@ class WaveRecovery:
         self.record([ErrorRecord.from_exception("__wave", -1, f"WaveLost: {error}", kind="lost")])
         if len(every) > 1 and suspects:
             mid = len(every) // 2
-            self.log[i:i + 1] = [Logged(e.wave, e.inputs, e.rotate, every[:mid]),
-                                 Logged(e.wave, e.inputs, e.rotate, every[mid:])]
+            self.log[i:i + 1] = [Logged(e.wave, e.inputs, e.rotate, every[:mid], weights=e.weights),
+                                 Logged(e.wave, e.inputs, e.rotate, every[mid:], weights=e.weights)]
             return
         for s in holders:
             self.pool.slots[s].send(("fail_lost", self.uid, self.epoch, e.wave, e.roots, error, self.max_replays))

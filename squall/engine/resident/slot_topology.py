@@ -34,7 +34,6 @@ from squall.reliability.acker import AckerPartition
 from squall.reliability.anchoring import combine
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Sent, Settled, unsettled
-from squall.routing.tuples import weigh_shuffles
 
 if TYPE_CHECKING:
     from squall.engine.resident.slot import SlotProcess
@@ -116,7 +115,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
         self.acker_slots = setup.acker_slots
         self.spout_slots = setup.spout_slots
         self.spout_slot = {**setup.spouts, **dict.fromkeys(setup.driver_spouts, DRIVER)}
-        self._shares: dict[int, float] | None = {}  # the weights the tasks here shuffle by ({}: to be set)
+        self._weights: dict[int, float] | None = None  # the newest marker's shuffle weights (balance.py)
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -184,17 +183,9 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             self.acker_waves.setdefault(marker.wave, AckerWave()).marker = marker
         if marker.confirmed:
             self._trim_kept(marker.confirmed, marker.keep)
-        if marker.shares != self._shares:
-            self._weigh(marker.shares)
-
-    def _weigh(self, shares: dict[int, float] | None) -> None:
-        """Load-aware shuffle (squall.engine.resident.balance): targets weighed by their slot's weight."""
-        self._shares = shares
-        slots = {**self.setup.spouts, **self.setup.bolts}
-        weight = None if shares is None else {t: shares.get(s, 1.0) for t, s in slots.items()}
-        self.host.weigh(weight)
-        for runner in self.runners.values():
-            weigh_shuffles(runner.task.streams.values(), weight)
+        if marker.weights == self._weights:  # the same object as the wave before's: a task's check is `is`
+            marker.weights = self._weights
+        self._weights = marker.weights
 
     def _now(self) -> float:
         return self.clock if self.clock is not None else time.time()
@@ -258,6 +249,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
                 budget = m.budgets.get(tid, 0)
                 if budget <= 0:
                     continue
+                runner.task.weigh(m.weights)  # load-aware shuffle: this wave's weights (balance.py)
                 got = runner.pull(budget, self._now())
                 if runner.figures.captured:  # the wave's own emits, in its report (a rollback drops them)
                     add_captured(rep.captured, runner.component, tid, runner.figures.captured)
@@ -288,6 +280,7 @@ class SlotTopology(SlotSpouts, SlotAckers, SlotRecovery):
             inputs = ws.inbox.pop(tid, None)
             if not inputs:
                 continue
+            self.host.task(tid).weigh(m.weights)  # as the wave first ran, when it runs again (balance.py)
             step = self.host.step(tid, inputs, ws.n, m.now, to_bytes=True)
             res = step.result
             self._route(step.outputs, out, sent, to_bytes=False)

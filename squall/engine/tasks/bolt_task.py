@@ -32,7 +32,6 @@ from squall.reliability.ids import mix64_int
 from squall.reliability.pending import FailReason
 from squall.reliability.settled import Settled, mark_settling, sent_of, settled_row_ids
 from squall.reliability.tuple import Tuple, tuples_of
-from squall.routing.tuples import ShuffleCounter, shuffle_counters
 
 log = logging.getLogger("squall")
 
@@ -98,9 +97,6 @@ class BoltTask(TaskBase):
 
     # -- carried across waves as bytes (Spark engine) -------------------------------------
 
-    def _counters(self) -> list[ShuffleCounter]:
-        return shuffle_counters(self.streams.values())
-
     def snapshot(self, dumps: Any, wave: int = 0) -> tuple[bytes, FixedPart | None]:
         """The task's carried state: the bolt instance (without its fixed attributes), whether it is
         prepared, routing counters; and its fixed attributes, pickled only when new."""
@@ -109,7 +105,7 @@ class BoltTask(TaskBase):
         for name in fixed:
             del inst.__dict__[name]
         try:
-            blob = dumps((self.bolt, self.prepared, [c.i for c in self._counters()], self._late_errors,
+            blob = dumps((self.bolt, self.prepared, self.routing_state(), self._late_errors,
                           self.context.metrics, (self._fixed_off, self._fixed_told)))
         except Exception as e:
             raise TypeError(
@@ -132,14 +128,13 @@ class BoltTask(TaskBase):
                 loads: Any, capture: bool = False, fixed: FixedPart | None = None, wave: int = 0) -> BoltTask:
         task = cls(topology, component, task_index, conf, None, capture)
         with restoring(task):
-            (task.bolt, task.prepared, counters, task._late_errors, task.context.metrics,
+            (task.bolt, task.prepared, routing, task._late_errors, task.context.metrics,
              (task._fixed_off, task._fixed_told)) = loads(blob)
             if fixed is not None:
                 task._watch = fixed_parts.received(task._fixed_key(), fixed, wave, loads, task._check_every > 0)
                 task._fixed = fixed
                 user_instance(task.bolt).__dict__.update(task._watch.objects)
-        for c, i in zip(task._counters(), counters):
-            c.i = i % len(c.cycle)  # written under other weights, maybe
+        task.restore_routing(routing)
         return task
 
     @property

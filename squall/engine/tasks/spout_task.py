@@ -25,7 +25,6 @@ from squall.reliability.emits import EmitIndex
 from squall.reliability.pending import FailReason
 from squall.reliability.roots import SharedRoot, spout_edges, spout_trees
 from squall.reliability.settled import mark_settling
-from squall.routing.tuples import shuffle_counters
 
 _EMPTY_U = np.zeros(0, np.uint64)
 
@@ -79,8 +78,8 @@ class SpoutTask(TaskBase):
     def snapshot(self, dumps: Any) -> bytes:
         """The task's carried state: its spout instance (its collector and context pickle as
         references: squall.api.rebinding), whether it is active, its routing counters."""
-        counters = [r.i for r in shuffle_counters(self.streams.values())]
-        return dumps((self.spout, self.opened, self.active, counters, self._late_errors, self.context.metrics))
+        return dumps((self.spout, self.opened, self.active, self.routing_state(), self._late_errors,
+                      self.context.metrics))
 
     @classmethod
     def restore(cls, topology: StormTopology, component: str, task_index: int, conf: dict, blob: bytes,
@@ -88,10 +87,9 @@ class SpoutTask(TaskBase):
         """The task as `snapshot` had it: open already, its instance not opened again."""
         task = cls(topology, component, task_index, conf, None, capture)
         with restoring(task):
-            spout, task.opened, task.active, counters, task._late_errors, task.context.metrics = loads(blob)
+            spout, task.opened, task.active, routing, task._late_errors, task.context.metrics = loads(blob)
         task._bind(spout)
-        for r, i in zip(shuffle_counters(task.streams.values()), counters):
-            r.i = i % len(r.cycle)  # written under other weights, maybe
+        task.restore_routing(routing)
         return task
 
     def ack(self, msg_ids: list) -> list[ErrorRecord]:

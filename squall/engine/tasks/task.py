@@ -10,7 +10,7 @@ from squall.api.streams import StreamOut
 from squall.api.topology import StormTopology
 from squall.engine.tasks.task_result import TaskResult
 from squall.observe.errors import ErrorRecord
-from squall.routing.tuples import stream_routes
+from squall.routing.tuples import shuffle_counters, stream_routes, weigh_shuffles
 
 
 def build_streams(topology: StormTopology, component: str, task_index: int) -> dict[str, StreamOut]:
@@ -39,6 +39,7 @@ class TaskBase:
         self.streams = build_streams(topology, component, task_index)
         self._res: TaskResult | None = None
         self._late_errors: list[ErrorRecord] = []
+        self.shuffle_weights: dict[int, float] | None = None  # target task -> weight in its shuffles (None: even)
 
     def _error(self, rec: ErrorRecord) -> None:
         if self._res is not None:
@@ -66,3 +67,22 @@ class TaskBase:
         cap = res.captured
         for e in emits:
             cap.setdefault(e[0].stream, []).append(e[1])
+
+    def weigh(self, weights: dict[int, float] | None) -> None:
+        """Load-aware shuffle: the task's shuffles weighed by target task from now on (None: evenly).
+        An engine weighs a task at each of its steps with the weights of the wave it steps, so that a
+        wave run again routes as it first ran."""
+        if weights is not self.shuffle_weights and weights != self.shuffle_weights:
+            self.shuffle_weights = weights
+            weigh_shuffles(self.streams.values(), weights)
+
+    def routing_state(self) -> tuple:
+        """What a snapshot keeps of the task's routing: its shuffles' weights and positions."""
+        return self.shuffle_weights, [c.i for c in shuffle_counters(self.streams.values())]
+
+    def restore_routing(self, state: tuple) -> None:
+        """The routing as `routing_state` had it: the same cycles, at the same positions."""
+        weights, positions = state
+        self.weigh(weights)
+        for c, i in zip(shuffle_counters(self.streams.values()), positions):
+            c.i = i

@@ -23,7 +23,6 @@ from squall.engine.tasks.sealing import portable_captured, seal_outputs
 from squall.engine.tasks.task_kinds import bolt_task_class
 from squall.engine.tasks.task_result import Counters, TaskResult
 from squall.reliability.batch import TupleBatch
-from squall.routing.tuples import weigh_shuffles
 
 
 @dataclass
@@ -46,7 +45,6 @@ class TaskHost:
         self.conf = conf
         self.capture = capture
         self.tasks: dict[int, BoltTask] = {}
-        self.weight: dict[int, float] | None = None  # target task -> its weight in shuffles (None: even)
 
     def where(self, tid: int) -> tuple[str, int]:
         """The component of task `tid` and its index among that component's tasks."""
@@ -58,15 +56,7 @@ class TaskHost:
         task = self.tasks.get(tid)
         if task is None:
             task = self.tasks[tid] = self.make(tid)
-            if self.weight is not None:
-                weigh_shuffles(task.streams.values(), self.weight)
         return task
-
-    def weigh(self, weight: dict[int, float] | None) -> None:
-        """Load-aware shuffle: every task's shuffles weighed by target task, now and when made."""
-        self.weight = weight
-        for task in self.tasks.values():
-            weigh_shuffles(task.streams.values(), weight)
 
     def make(self, tid: int) -> BoltTask:
         """A task as the topology makes it: a copy of its component's instance, not yet prepared."""
@@ -81,8 +71,6 @@ class TaskHost:
         spec = self.topology.specs[comp]
         task = bolt_task_class(spec.obj).restore(self.topology, comp, idx, component_conf(self.conf, spec), blob,
                                                  loads, self.capture, fixed, wave)
-        if self.weight is not None:
-            weigh_shuffles(task.streams.values(), self.weight)
         self.tasks[tid] = task
         return task
 
