@@ -106,16 +106,12 @@ def weighted_cycle(weights: Sequence[float]) -> list[int]:
 
 @functools.lru_cache(maxsize=256)
 def _smooth_cycle(counts: tuple[int, ...]) -> tuple[int, ...]:
-    total = sum(counts)
-    current = [0] * len(counts)
-    out = []
-    for _ in range(total):
-        for j, c in enumerate(counts):
-            current[j] += c
-        best = max(range(len(counts)), key=current.__getitem__)
-        current[best] -= total
-        out.append(best)
-    return tuple(out)
+    """Target j's c_j turns at the middles of c_j equal parts of the cycle, in order of place (ties
+    to the lower j): each target's turns evenly apart, as a smooth weighted round robin spreads them,
+    in O(n log n) for a cycle of n, not O(n * targets)."""
+    place = np.concatenate([(np.arange(c) + 0.5) / c for c in counts])
+    target = np.repeat(np.arange(len(counts)), counts)
+    return tuple(target[np.lexsort((target, place))].tolist())
 
 
 def shuffle_counters(streams: Iterable[Any]) -> list[ShuffleCounter]:
