@@ -28,6 +28,7 @@ from squall.engine.gc_tuning import tune_gc
 from squall.engine.malloc_tuning import tune_malloc
 from squall.engine.resident.balance import ShuffleBalance
 from squall.engine.resident.driver_spouts import DriverSpouts
+from squall.engine.resident.in_flight import WavesInFlight
 from squall.engine.resident.messages import DRIVER, Marker, Report
 from squall.engine.resident.placement import Placement, Placing, TopologyStopped
 from squall.engine.resident.pool import SlotPool
@@ -68,11 +69,11 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         self.ui_url = ui_url
         self.executor = self  # the UI and CLI read `engine` and `ui_url` there
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.depth = _depth(self.conf.get(Config.SQUALL_WAVES_IN_FLIGHT))
-        self.sizer = None if self.wave_tuples else WaveSizer(
-            self.default_wave_tuples, WAVE_TUPLES_CAP,
-            min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]), self.timeout / 4), self.depth, self.min_wave_secs)
         self.placement = Placement.of(topology, pool.count, self.ackers)
+        self.in_flight = WavesInFlight(self.conf, self.tracking, self.max_pending, bool(self.placement.driver_spouts))
+        self.sizer = None if self.wave_tuples else WaveSizer(
+            self.default_wave_tuples, WAVE_TUPLES_CAP, min(float(self.conf[Config.SQUALL_WAVE_TARGET_SECS]),
+                                                           self.timeout / 4), self.in_flight.depth, self.min_wave_secs)
         self._make_driver_spouts()
         self.executor_spouts = sorted(self.placement.spouts)
         self.participants: list[int] = []
@@ -226,8 +227,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
             try:
                 self._check()
                 self._start_wave()
-                keep = self.depth - 1 if self._last_full else 0
-                done = self._wait(keep)
+                done = self._wait(self.in_flight.left_open(self._last_full))
                 self._sum(summary, done)
                 summary.busy = bool(self.open_waves)  # a wave still in flight: its work is to come
             except SlotFailed:
@@ -278,7 +278,8 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         snapshot = self._snapshot_due(n)
         gated = frozenset(t for t in self.executor_spouts if not self.restorable.get(t, False))
         marker = Marker(n, self.wave_time() if self.clock.simulated else None,
-                        now if self.clock.simulated else None, budgets, inputs, self.completed_through, rotate,
+                        now if self.clock.simulated else None, budgets, inputs,
+                        self.in_flight.verdicts_needed(n, self.completed_through), rotate,
                         snapshot, self.confirmed, dict(self.trim), gated,
                         rerun=source, roots=roots, keep=frozenset(e.wave for e in self.log), weights=weights)
         for s in self.participants:
@@ -300,11 +301,7 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
             total, _ = self.sizer.wave_budget()
             spouts = max(1, len(self.executor_spouts) + sum(1 for st in self.spouts if st.active))
             budget = -(-total // spouts)
-        if self.tracking and self.max_pending and self.depth > 1:
-            # The waves in flight share max pending: a wave that took it all would leave the next
-            # one nothing to pull until its acks came, and the two would run one after the other.
-            budget = min(budget, max(1, -(-int(self.max_pending) // self.depth)))
-        return budget
+        return self.in_flight.budget(budget)
 
     def _drain(self) -> None:
         while True:
@@ -387,13 +384,3 @@ class ClusterDriver(Placing, DriverSpouts, WaveRecovery, DriverBase):
         """Timeouts due on the clock go out with the next wave's marker (its `rotate`)."""
         return 0
 
-
-def _depth(value: Any) -> int:
-    try:
-        n = int(1 if value is None else value)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1 or isinstance(value, float) and value != n:
-        raise ValueError(f"{Config.SQUALL_WAVES_IN_FLIGHT} must be a whole number >= 1 (1: one wave at a time), "
-                         f"got {value!r}")
-    return n
