@@ -9,9 +9,8 @@ acks came, and the two would run one after the other.
 Under max spout pending the driver also sends each marker a wave ahead: wave n's marker is out
 while waves n-depth..n-1 still run, and its spouts pull once their slot applied the verdicts of
 wave n-depth (the room wave n takes), not when the driver heard that wave end and sent the marker
-then. That takes a round trip through the driver out of every wave's chain (the marker came a
-median 8 ms after those verdicts, in waves of ~80 ms). Spouts that run in the driver pull when the
-driver starts the wave, so a topology with one gains nothing ahead and sends none.
+then: no round trip through the driver sits in a wave's chain. Spouts that run in the driver pull
+when the driver starts the wave, so a topology with one gains nothing ahead and sends none.
 """
 
 from __future__ import annotations
