@@ -35,7 +35,7 @@ class ShuffleBalance:
         self.targets = targets  # the tasks some shuffle sends to: only their slots' weights matter
         self.work: dict[int, float] = {}  # slot -> its average work a wave, seconds
         self.weights: dict[int, float] = {}  # slot -> its weight (average 1)
-        self.shares: dict[int, float] | None = None  # what markers carry: rounded; None while even
+        self.shares: dict[int, float] | None = None  # rounded; markers carry them by task (task_weights); None: even
 
     @classmethod
     def of(cls, topology: StormTopology, conf: dict) -> ShuffleBalance | None:
