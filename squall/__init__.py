@@ -1,6 +1,7 @@
 """squall: Apache Storm's guaranteed message processing in Python, with Spark as the engine."""
 
-from squall.api.collectors import BasicOutputCollector, OutputCollector
+from squall.api.basic_bolt import BasicOutputCollector
+from squall.api.collectors import OutputCollector
 from squall.api.components import (
     BasicBolt,
     Bolt,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from squall.api.collectors import BasicOutputCollector, OutputCollector
+    from squall.api.basic_bolt import BasicOutputCollector
+    from squall.api.collectors import OutputCollector
     from squall.api.context import TopologyContext
     from squall.api.spout_collector import SpoutOutputCollector
     from squall.api.topology import OutputFieldsDeclarer

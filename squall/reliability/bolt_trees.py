@@ -12,6 +12,7 @@ The Tuple slots `_b`, `_i`, `_done` and `_out` are written here (and `_done` by 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Protocol
@@ -114,7 +115,7 @@ def anchor_children(anchors: Anchors | None, n: int, ix: EmitIndex, salt: int,
 
 def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
                     out_ack: np.ndarray, settling: np.ndarray | None = None, row_ids: np.ndarray | None = None,
-                    others: list[int] = ()) -> Anchors | None:
+                    others: Sequence[int] = ()) -> Anchors | None:
     """`anchor_children` for children each anchored to the input that emitted it (the lean
     path's emits: squall.api.collectors.LeanEmits), one child per emit, in emit order: `rows`,
     `ords` and `targets` are per child its input row, its ordinal within that input's execute
@@ -124,7 +125,7 @@ def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray,
     if anchors is None or not len(anchors.root):
         return None
     keys = keys_of(anchors, salt, row_ids)
-    if not others:  # the common case: one anchor a child, no per-pair copy of the arrays
+    if not len(others):  # the common case: one anchor a child, no per-pair copy of the arrays
         contrib = anchor_edges(anchors, keys, rows, np.arange(len(rows)), keys[rows], ords, targets, out_ack,
                                settling)
         return contrib.as_anchors(len(rows))  # in child order, one entry per (child, root) already
@@ -136,7 +137,7 @@ def anchor_own_rows(anchors: Anchors | None, rows: np.ndarray, ords: np.ndarray,
     return contrib.merged(len(rows))
 
 
-def settled_own_rows(anchors: Anchors, rows: np.ndarray, others: list[int] = ()) -> Anchors | None:
+def settled_own_rows(anchors: Anchors, rows: np.ndarray, others: Sequence[int] = ()) -> Anchors | None:
     """`anchor_own_rows` for children that all go to tasks that settle whole, when each input
     row has one root (a word's sentence): each child takes its input's root (and, anchored to a
     second input as well, `others`, that one's too: once if it is the same, else in root order),
@@ -146,7 +147,7 @@ def settled_own_rows(anchors: Anchors, rows: np.ndarray, others: list[int] = ())
         return None
     n = len(rows)
     first = anchors.root[rows]
-    if not others:
+    if not len(others):
         return Anchors(one_each(n), first, np.zeros(n, _U64))
     more = np.array(others, _I64).reshape(-1, 2)
     child, second = more[:, 0], anchors.root[more[:, 1]]
@@ -338,7 +339,7 @@ class BatchTrees:
 
     def own_row_children(self, rows: np.ndarray, ords: np.ndarray, targets: np.ndarray, salt: int,
                          settling: np.ndarray | None, row_ids: np.ndarray | None,
-                         all_settle: bool, others: list[int] = ()) -> Anchors | None:
+                         all_settle: bool, others: Sequence[int] = ()) -> Anchors | None:
         """The same for the lean path's children, each anchored to the input that emitted it
         (and those in `others`, flat child-row pairs, to one more input); with no edge at all when
         every child goes to a task that settles whole (`all_settle`) and every input has one root."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from squall import BasicBolt, Bolt, Config, FailedException, Spout, TopologyBuilder
-from squall.api.collectors import BasicBoltExecutor
+from squall.api.basic_bolt import BasicBoltExecutor
 from squall.engine.tasks.bolt_task import BoltTask
 from squall.reliability.batch import TupleBatch
 from squall.reliability.tuple import tuples_of

@@ -120,6 +120,20 @@ class Joined(Bolt):
         self.previous = t
 
 
+class JoinedMixed(Joined):
+    """Joined, and by the input's hash then one more word: anchored as `(t,)` (the lean path
+    still), or unanchored (the general path: the batch's join emits so far become general
+    records, each with both its anchors)."""
+
+    def execute(self, t):
+        super().execute(t)
+        how = zlib.crc32(str(t["tid"]).encode()) % 7
+        if how == 0:
+            self.c.emit(["late"], anchors=(t,))
+        elif how == 1:
+            self.c.emit(["loose"])
+
+
 class Sink(BasicBolt):
     def declare_output_fields(self, d):
         pass
@@ -192,7 +206,7 @@ def _acks(res):
     return roots[order].tolist(), vals[order].tolist(), sorted(res.fail_roots)
 
 
-@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly, ListAnchored, Joined])
+@pytest.mark.parametrize("bolt_cls", [Mixed, LeanOnly, ListAnchored, Joined, JoinedMixed])
 @pytest.mark.parametrize("sink_cls", [Sink, KeepAll])
 @pytest.mark.parametrize("tracked", [True, False])
 def test_lean_children_are_the_general_paths(bolt_cls, sink_cls, tracked):
@@ -229,7 +243,8 @@ def test_a_lean_batch_needs_no_emit_records(monkeypatch, bolt_cls):
     words = sum(len(v[1].split()) for v in _batch(3).values)
     assert rec.emits == [] and rec.lean is not None and len(rec.lean) == words + N
     first = len(_batch(3).values[0][1].split())
-    assert len(rec.lean.others) == 2 * (words - first if bolt_cls is Joined else 0)  # (emit, row) pairs, flat
+    pairs = rec.lean.others(np.array(rec.lean.keys, np.int64))  # (emit, row) pairs, flat
+    assert len(pairs) == 2 * (words - first if bolt_cls is Joined else 0)
     # every child sits in the bucket of the task its grouping picks, in emit order; a one-field
     # stream's values flat (the word, as its batch travels), others as their lists
     expect: dict[tuple[str, int], list] = {}

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from squall import BasicBolt
-from squall.api.collectors import BasicBoltExecutor
+from squall.api.basic_bolt import BasicBoltExecutor
 from squall.api.components import user_instance
 from squall.engine.tasks import fixed_parts
 from squall.engine.tasks.fixed_parts import FixedPart, Watch, fixed_names

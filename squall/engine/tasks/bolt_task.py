@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from squall.api.collectors import OUTSIDE, BasicBoltExecutor, LeanEmits, OutputCollector, Recorded
+from squall.api.basic_bolt import BasicBoltExecutor
+from squall.api.collectors import OUTSIDE, LeanEmits, OutputCollector, Recorded
 from squall.api.components import BasicBolt, Bolt, user_instance
 from squall.api.config import Config
 from squall.api.rebinding import restoring
@@ -293,16 +294,16 @@ class BoltTask(TaskBase):
         else:
             tuples = tuples_of(batch)
             coll.begin_batch(batch, tuples)
-            nb = coll._nb
+            nb, one = coll._nb, coll._one
             for i, t in enumerate(tuples):
                 coll.input_row = i
-                coll._current = t  # its emits may take the lean path (OutputCollector.emit)
+                coll._current = one[0] = t  # its emits may take the lean path (OutputCollector.emit)
                 coll._key = i * nb
                 try:
                     execute(t)
                 except Exception as e:  # the input fails; the task goes on
                     self._execute_raised(t, e, res)
-            coll._current = OUTSIDE
+            coll._current = one[0] = OUTSIDE
         coll.input_row = -1
         res.exec_secs += time.perf_counter() - t0
         res.executed += len(batch)
@@ -370,13 +371,15 @@ class BoltTask(TaskBase):
         tracked)."""
         if not trees.tracked:
             return bucket_children(self.component, self.task_id, lean, None, None), None
-        rows, bucket = np.divmod(np.array(lean.keys, np.int64), len(lean.buckets))
+        keys = np.array(lean.keys, np.int64)
+        others = lean.others(keys)
+        rows, bucket = np.divmod(keys, len(lean.buckets))
         if self._bucket_tasks is None:
             self._bucket_tasks = np.array([t for _, t in lean.buckets], np.int64)
             self._buckets_settle = self.settling is not None and bool(np.isin(self._bucket_tasks, self.settling).all())
         child_anchors = trees.own_row_children(rows, emit_ordinals(rows), self._bucket_tasks[bucket], salt,
                                                self.settling, settled_row_ids(trees.batch), self._buckets_settle,
-                                               lean.others)
+                                               others)
         return bucket_children(self.component, self.task_id, lean, bucket, child_anchors), child_anchors
 
     def _log(self, rec: Recorded) -> None:
