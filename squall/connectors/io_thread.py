@@ -64,10 +64,13 @@ class IOThreadBrokerSpout(BrokerSpout):
 
     def next_tuple(self) -> None:
         """Emit what the I/O thread has received, up to EMIT_CHUNK messages: a call may emit
-        several, as in Storm, and the engine's cost of a call is then shared by them."""
+        several, as in Storm, and the engine's cost of a call is then shared by them. It never
+        takes max spout pending past its bound: a spout may hold more received than that."""
         if self._done:
             self._finish_done()
-        taken = self._take_decoded(EMIT_CHUNK)
+        room = EMIT_CHUNK if self.max_spout_pending is None else \
+            min(EMIT_CHUNK, self.max_spout_pending - len(self._inflight))
+        taken = self._take_decoded(room) if room > 0 else None
         if not taken:
             return
         now = time.monotonic()

@@ -77,5 +77,19 @@ class Scheme:
             raise DecodeError(f"scheme {self.name} cannot decode payload ({type(e).__name__}: {e}): "
                               f"{preview(payload)}") from None
 
+    def decode_all(self, payloads: list[bytes]) -> list[Any] | None:
+        """Every payload decoded in one pass, or None when one does not decode (or the scheme is
+        a user's): then decode each, to say which and why."""
+        if self._custom:
+            return None
+        try:
+            if self.name == "json":
+                return [json.loads(p.decode("utf-8")) for p in payloads]
+            if self.name == "string":
+                return [p.decode("utf-8") for p in payloads]
+            return [bytes(p) for p in payloads]
+        except (AttributeError, TypeError, ValueError):  # a tombstone (None), not UTF-8, not JSON
+            return None
+
     def __repr__(self) -> str:
         return f"Scheme({self.name!r})"

@@ -106,6 +106,12 @@ class BrokerSpout(Spout):
     _url: Secret | None = None  # the connection URL, for a connector that has one
     url = ""  # the URL to show: redacted
     default_prefetch = 1000
+    # What the spout may hold received and not done, in max spout pendings. A connector that reads
+    # ahead holds 2: as many in flight as the topology allows and as many again decoded and ready,
+    # so a wave's acks free messages to emit at once, not room to read, decode and then emit
+    # (Storm's KafkaSpout, too, bounds its polls apart from max spout pending). next_tuple still
+    # emits no more than max spout pending.
+    read_ahead = 1
 
     def __init__(self, scheme: str | Callable[[bytes], Any] = "string", fields: Iterable[str] = ("message",),
                  meta_field: str | None = None, max_retries: int | None = None, retry_delay_secs: float = 1.0,
@@ -236,6 +242,17 @@ class BrokerSpout(Spout):
         except DecodeError as e:
             m.error = str(e)
         m.decoded = True
+
+    def decode_many(self, ms: list[Message]) -> None:
+        """`decode` for each of `ms`, in one pass while they all decode (and `decode` is ours)."""
+        values = self.scheme.decode_all([m.body for m in ms]) if type(self).decode is BrokerSpout.decode else None
+        if values is None:
+            for m in ms:
+                self.decode(m)
+            return
+        for m, v in zip(ms, values):
+            m.value = v
+            m.decoded = True
 
     # -- hooks: subclasses of a connector (and tests) may override these -------------------
 

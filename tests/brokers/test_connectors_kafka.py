@@ -14,7 +14,7 @@ from squall import Config, LocalCluster, TopologyBuilder
 from squall.connectors.kafka import KafkaBolt
 from tests.support.broker_kill_worker import KILL_GROUP, read_ids, start_worker
 from tests.support.broker_services import wait_until
-from tests.support.broker_topology import FlakyParse, Recorder, spout_into
+from tests.support.broker_topology import FlakyParse, Hold, Recorder, spout_into
 from tests.support.kafka_admin import kafka_spout
 
 
@@ -134,6 +134,25 @@ def _run_until(spout, rec, n_acked: int, conf=None):
         cluster.submit_topology("t", conf or Config(), spout_into(spout, FlakyParse(0.0)))
         wait_until(lambda: rec.n_acked() >= n_acked and (n_acked or rec.dead), 60, lambda: f"{rec.counters()}")
         cluster.kill_topology("t")
+
+
+def test_the_spout_reads_one_max_spout_pending_ahead_of_what_it_emits(kafka_admin):
+    """max.spout.pending 5 and a bolt that holds every tuple: the spout emits 5, and polls and
+    decodes 5 more, ready to emit as soon as acks free room; it takes no more than that."""
+    topic = kafka_admin.source("ahead")
+    kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(30)])
+    rec = Recorder()
+    conf = Config()
+    conf.set_max_spout_pending(5)
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("ahead", conf, spout_into(kafka_spout(kafka_admin.url, topic, "ahead", recorder=rec,
+                                                                      scheme="json"), Hold()))
+        wait_until(lambda: rec.spouts and rec.spouts[0]._offsets.outstanding() >= 10, 30,  # noqa: SLF001
+                   lambda: f"{rec.counters()}")
+        cluster.wait_idle(10)
+        spout = rec.spouts[0]
+        assert (spout.counters.emitted, spout._offsets.outstanding(), len(spout._incoming)) == (5, 10, 5)  # noqa: SLF001
+        cluster.kill_topology("ahead")
 
 
 def test_first_poll_offset_earliest_ignores_commits_once_uncommitted_resumes(kafka_admin):

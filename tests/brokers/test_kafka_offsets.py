@@ -61,13 +61,13 @@ def test_to_commit_only_when_the_offset_moved():
 
 
 def test_manager_per_partition_and_revocation():
+    import numpy as np
+
     m = OffsetManager()
     a, b = ("t", 0), ("t", 1)
     m.assign(a)
     m.assign(b)
-    for off in range(5):
-        m.polled(a, off)
-        m.polled(b, off)
+    assert m.polled_many(a, np.arange(5, dtype=np.int64)) and m.polled_many(b, np.arange(5, dtype=np.int64))
     for off in (0, 1, 3):
         m.done(a, off)
     m.done(b, 0)
@@ -76,7 +76,7 @@ def test_manager_per_partition_and_revocation():
     assert m.to_commit() == {b: 1}
     assert m.outstanding() == 2 + 4
     m.revoke(b)
-    assert not m.polled(b, 5) and not m.done(b, 1)  # not ours any more
+    assert not m.polled_many(b, np.array([5], np.int64)) and not m.done(b, 1)  # not ours any more
     assert m.outstanding() == 2
 
 
@@ -135,3 +135,32 @@ def test_flags_grow_and_shrink_with_what_is_outstanding():
         p.done_many(np.arange(start, start + 10_000, dtype=np.int64))
         assert p.commit_offset() == start + 10_000
     assert len(p._open) <= 20_000  # noqa: SLF001 - the point of the test
+
+
+def test_a_waves_acks_are_done_a_partition_run_at_a_time_and_revoked_ones_are_stale():
+    """KafkaSpout's I/O thread settles a wave's acks in one action: each run of one partition is
+    marked done at once, in any order of partitions, and an ack of a record polled under an
+    earlier assignment of its partition is handed back as stale (the new owner replays it)."""
+    from collections import deque
+
+    import numpy as np
+
+    from squall.connectors.io_thread import STALE
+    from squall.connectors.kafka.spout import KafkaSpout
+    from squall.connectors.spout import Message
+
+    spout = KafkaSpout("127.0.0.1:1", ["t"])  # never opened: no broker is needed to settle
+    spout._offsets, spout._done = OffsetManager(), deque()  # noqa: SLF001 - what _connect makes
+    spout._gens = {("t", 0): 1, ("t", 1): 2}  # noqa: SLF001 - partition 1 was reassigned (generation 2)
+    for p, first in ((0, 0), (1, 10)):
+        spout._offsets.assign(("t", p))  # noqa: SLF001
+        spout._offsets.polled_many(("t", p), np.arange(first, first + 6, dtype=np.int64))  # noqa: SLF001
+
+    def record(p: int, offset: int, gen: int) -> Message:
+        return Message(("t", p, offset), b"", 1, (None, gen))
+
+    wave = [record(0, 1, 1), record(0, 0, 1), record(0, 2, 1), record(1, 10, 2), record(1, 11, 1), record(0, 4, 1)]
+    acked = spout._settle_acks(wave)  # noqa: SLF001
+    assert [m.id for m in acked] == [("t", 0, 1), ("t", 0, 0), ("t", 0, 2), ("t", 1, 10), ("t", 0, 4)]
+    assert [(kind, m.id) for kind, m, _ in spout._done] == [(STALE, ("t", 1, 11))]  # noqa: SLF001
+    assert spout._offsets.to_commit() == {("t", 0): 3, ("t", 1): 11}  # noqa: SLF001 - 3 and 11 still running

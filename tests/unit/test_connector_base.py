@@ -66,6 +66,23 @@ def test_schemes_decode_or_say_why():
         Scheme("pickle")
 
 
+def test_a_batch_decodes_in_one_pass_and_a_bad_payload_still_says_why():
+    """Connectors decode a poll at once (`decode_many`); one payload that does not decode sends
+    the batch through `decode` one by one, so that one gets its reason and the others their value."""
+    assert Scheme("json").decode_all([b'{"a": 1}', b"[2]"]) == [{"a": 1}, [2]]
+    assert Scheme("string").decode_all(["é".encode()]) == ["é"]
+    assert Scheme("bytes").decode_all([bytearray(b"\x80")]) == [b"\x80"]
+    for name, bad in (("json", b"nope"), ("json", None), ("string", b"\xff"), ("bytes", None)):
+        assert Scheme(name).decode_all([b'"ok"', bad]) is None, name
+    assert Scheme(lambda b: b).decode_all([b"x"]) is None  # a user's scheme: one by one, its errors its own
+    spout = BrokerSpout(scheme="json")
+    ms = [Message(i, body) for i, body in enumerate([b"1", b"nope", None, b"[3]"])]
+    spout.decode_many(ms)
+    assert [(m.value, m.decoded) for m in ms] == [(1, True), (None, True), (None, True), ([3], True)]
+    assert ms[0].error is None and ms[3].error is None
+    assert "not valid JSON" in ms[1].error and ms[2].error == "message has no payload"
+
+
 def test_failure_records_and_dead_letter_metadata():
     f = Failure.from_reason(FailReason("error", "parse", 3, "ValueError: bad\nline two"), 4)
     fields = f.fields("q", 17)

@@ -61,6 +61,8 @@ class PolledBatch:
 class KafkaColumnSpout(KafkaSpout):
     """KafkaSpout that emits each poll as one column batch; see the module docstring."""
 
+    read_ahead = 1  # a poll goes out whole, as one batch: what it holds is what it may emit
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         if getattr(self.scheme, "_custom", False) or self.scheme.name not in COLUMN_SCHEMES:
@@ -299,9 +301,10 @@ class KafkaColumnSpout(KafkaSpout):
             return pa.array([None if i in bad_rows else v for i, v in enumerate(values)], pa.binary()
                             ).cast(pa.string()), bad
 
-    def _settle_one(self, kind: str, m: Any, failure: Any) -> bool:
+    def _settle_one(self, kind: str, m: Any, failure: Any) -> None:
         if kind != ACK_ROWS:
-            return super()._settle_one(kind, m, failure)
+            super()._settle_one(kind, m, failure)
+            return
         batch, rows = m, failure
         slots, offsets = batch.slots[rows], batch.offsets[rows]
         mine = np.ones(len(rows), np.bool_)
@@ -312,5 +315,4 @@ class KafkaColumnSpout(KafkaSpout):
             else:  # its partition was revoked: the new owner replays it
                 mine &= ~at
         self._done.append((ACKED_ROWS, batch, (rows[mine], int(len(rows) - np.count_nonzero(mine)))))
-        return False
 

@@ -7,7 +7,8 @@ first one not done: set while the record is polled and not done yet (acked, or d
 The commit offset is the first set flag, or, when none is set, one past the highest polled.
 Offsets the log skips (compaction, transaction markers) are never polled, so they never hold
 the commit back. The flags are a numpy array, so a column spout marks a whole poll (or a whole
-wave's acks) in one call (`polled_many`, `done_many`); the row spout uses the one-offset calls.
+wave's acks) in one call (`polled_many`, `done_many`); the row spout marks each run of one
+partition in a poll, or in a wave's acks, the same way.
 """
 
 from __future__ import annotations
@@ -116,13 +117,6 @@ class OffsetManager:
 
     def revoke(self, tp: tuple[str, int]) -> PartitionOffsets | None:
         return self.partitions.pop(tp, None)
-
-    def polled(self, tp: tuple[str, int], offset: int) -> bool:
-        p = self.partitions.get(tp)
-        if p is None:
-            return False
-        p.polled(offset)
-        return True
 
     def polled_many(self, tp: tuple[str, int], offsets: np.ndarray) -> bool:
         """Mark a poll's offsets of `tp` polled; False when `tp` is not assigned here."""

@@ -17,8 +17,9 @@ Each spout task is a consumer of `group_id`; Kafka spreads the topics' partition
 - **Revocation** commits what is done of the revoked partitions and drops what the spout still
   holds of them: its replay belongs to the partitions' new owner. Late acks of such records are
   counted as `stale`.
-- **max spout pending** bounds the records polled and not done; while it is reached the spout
-  consumes nothing, and after `PAUSE_AFTER_SECS` it pauses its partitions.
+- **max spout pending**: the records polled and not done are at most `read_ahead` times it (those
+  in flight, and as many decoded and ready); while that is reached the spout consumes nothing,
+  and after `PAUSE_AFTER_SECS` it pauses its partitions.
 - `first_poll_offset`: "earliest" / "latest" start a group that has no committed offset there
   (Storm's UNCOMMITTED_EARLIEST / UNCOMMITTED_LATEST); "EARLIEST" / "LATEST" ignore committed
   offsets on this spout's first assignment of a partition.
@@ -34,12 +35,14 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer
 
 from squall.connectors.dead_letters import Failure
-from squall.connectors.io_thread import ACKED, DEAD, REPORT, STALE, IOThreadBrokerSpout
-from squall.connectors.kafka.common import b64, decode_key, kafka_bootstrap, kafka_error_text, shown_config
+from squall.connectors.io_thread import REPORT, IOThreadBrokerSpout
+from squall.connectors.kafka.common import decode_key, kafka_bootstrap, kafka_error_text, shown_config
 from squall.connectors.kafka.offsets import OffsetManager
+from squall.connectors.kafka.settling import KafkaSettling
 from squall.connectors.spout import Message
 
 log = logging.getLogger("squall.connectors.kafka")
@@ -60,10 +63,11 @@ PAUSE_AFTER_SECS = 2.0
 FETCH_QUEUE_BACKOFF_MS = 10
 
 
-class KafkaSpout(IOThreadBrokerSpout):
+class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
     """A reliable spout over Kafka `topics` in consumer group `group_id`; see the module docstring."""
 
     broker_name = "Kafka"
+    read_ahead = 2  # records polled and not done: up to twice max spout pending (BrokerSpout)
 
     def __init__(self, bootstrap_servers: str | list[str] | None = None, topics: str | list[str] = (),
                  group_id: str = "squall", scheme: Any = "string", max_retries: int | None = 5,
@@ -262,7 +266,8 @@ class KafkaSpout(IOThreadBrokerSpout):
 
     def _poll(self) -> None:
         c = self._consumer
-        free = self._prefetch() - self._offsets.outstanding() + len(self._retry_heap) if self._active else 0
+        limit = self.read_ahead * self._prefetch()
+        free = limit - self._offsets.outstanding() + len(self._retry_heap) if self._active else 0
         busy = bool(self._actions or self._holding() or self._dead_inflight)
         if free <= 0:
             now = time.monotonic()
@@ -288,19 +293,30 @@ class KafkaSpout(IOThreadBrokerSpout):
         return bool(self._inflight)
 
     def _take(self, msgs: list) -> None:
-        """The records of one consume call: mark them polled, decode them, queue them to emit."""
-        batch = []
+        """The records of one consume call: mark them polled, decode them, queue them to emit.
+        A poll comes in runs of one partition: each run is marked polled in one call."""
+        batch: list[Message] = []
+        gens, offsets = self._gens, self._offsets
+        run_tp: tuple[str, int] | None = None
+        run: list[int] = []
+        owned, gen = False, None
         for km in msgs:
-            err = km.error()
-            if err is not None:
-                self._record_error(err)
+            if km.error() is not None:
+                self._record_error(km.error())
                 continue
-            tp = (km.topic(), km.partition())
-            if not self._offsets.polled(tp, km.offset()):
+            topic, partition, offset = km.topic(), km.partition(), km.offset()
+            if run_tp is None or partition != run_tp[1] or topic != run_tp[0]:
+                if run:
+                    offsets.polled_many(run_tp, np.array(run, np.int64))
+                run_tp, run = (topic, partition), []
+                owned, gen = run_tp in offsets.partitions, gens.get(run_tp)
+            if not owned:
                 continue  # not (any more) ours: its owner reads it from the committed offset
-            m = Message((tp[0], tp[1], km.offset()), km.value(), 1, (km.key(), self._gens.get(tp)), km.headers())
-            self.decode(m)
-            batch.append(m)
+            run.append(offset)
+            batch.append(Message((topic, partition, offset), km.value(), 1, (km.key(), gen), km.headers()))
+        if run:
+            offsets.polled_many(run_tp, np.array(run, np.int64))
+        self.decode_many(batch)
         self._incoming.extend(batch)
 
     def _record_error(self, err: Any) -> None:
@@ -309,87 +325,6 @@ class KafkaSpout(IOThreadBrokerSpout):
             raise KafkaException(err)
         if err.code() != KafkaError._PARTITION_EOF:
             self._on_client_error(err)
-
-    def _due_retries(self, now: float) -> None:
-        heap = self._retry_heap
-        while heap and heap[0][0] <= now:
-            m = heapq.heappop(heap)[2]
-            m.attempts += 1
-            self._incoming.append(m)
-        while self._dead_retry and self._dead_retry[0][0] <= now:
-            _due, m, failure = self._dead_retry.pop(0)
-            self._send_dead_letter(m, failure)
-
-    def _backoff(self, attempts: int) -> float:
-        return min(self.max_retry_delay_secs, self.retry_delay_secs * 2 ** max(0, attempts - 1))
-
-    # -- the I/O thread: acks, retries, dead letters -------------------------------------------
-
-    def _settle(self) -> None:
-        actions, acked = self._actions, []
-        while actions:
-            kind, m, failure = actions.popleft()
-            if self._settle_one(kind, m, failure):
-                acked.append(m)
-        if acked:  # handed back in one list
-            self._done.append((ACKED, acked, None))
-
-    def _settle_one(self, kind: str, m: Any, failure: Failure | None) -> bool:
-        """Carry out one action the spout's thread handed over; True for an ack (handed back)."""
-        tp = (m.id[0], m.id[1])
-        if self._gens.get(tp) != m.handle[1]:
-            self._done.append((STALE, m, None))  # its partition was revoked: the new owner replays it
-        elif kind == "ack":
-            self._offsets.done(tp, m.id[2])
-            return True
-        elif kind == self.RETRY_ACTION:
-            due = time.monotonic() + self._backoff(m.attempts)
-            heapq.heappush(self._retry_heap, (due, next(self._seq), m))
-        else:
-            self._send_dead_letter(m, failure)
-        return False
-
-    def _send_dead_letter(self, m: Message, failure: Failure) -> None:
-        topic, partition, offset = m.id
-        fields = failure.fields(topic, f"{partition}:{offset}")
-        if self._producer is None:
-            self._sink.write({"component": self.component_id, "task": self.task_index, "topic": topic,
-                              "partition": partition, "offset": offset, **fields,
-                              "key_base64": b64(m.handle[0]), "value_base64": b64(m.body)})
-            self._dead_done(m, failure)
-            return
-        headers = list(m.headers or []) + [(k, v.encode()) for k, v in fields.items()]
-        self._dead_inflight += 1
-
-        def delivered(err: Any, _msg: Any) -> None:
-            self._dead_inflight -= 1
-            if err is None:
-                self._dead_done(m, failure)
-                return
-            self._done.append((REPORT, f"dead-lettering {m.id} to {self.dead_letter_topic!r} failed "
-                                       f"({kafka_error_text(err)}); trying again", None))
-            self._dead_retry.append((time.monotonic() + 1.0, m, failure))
-
-        self._producer.produce(self.dead_letter_topic, value=m.body, key=m.handle[0], headers=headers,
-                               on_delivery=delivered)
-
-    def _dead_done(self, m: Message, failure: Failure) -> None:
-        tp = (m.id[0], m.id[1])
-        if self._gens.get(tp) == m.handle[1]:
-            self._offsets.done(tp, m.id[2])
-        self._done.append((DEAD, m, failure))
-
-    def _commit(self, offsets: dict[tuple[str, int], int]) -> None:
-        if not offsets or self._consumer is None:
-            return
-        try:
-            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                                  asynchronous=False)
-        except KafkaException as e:  # e.g. a rebalance in progress: the next commit tries again
-            self._done.append((REPORT, f"committing offsets {offsets} failed: {kafka_error_text(e.args[0])}", None))
-            return
-        self._offsets.committed(offsets)
-        self.counters.add("commits")
 
     def committed_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset committed per owned partition (for tests and monitoring)."""

@@ -17,11 +17,11 @@ dead-lettered (reason "lost") instead of being tried again. Entries this spout h
 touched (`XCLAIM ... JUSTID`) every third of that time so that no one else claims them.
 
 All of this runs on the spout's I/O thread, on a connection of its own (see `io_thread`): it
-reads and decodes entries ahead while the topology works, never holding more than
-max.spout.pending, and sends the acks, claims and dead letters that the spout's ack/fail hand
-it. If Redis becomes unreachable the thread reconnects with a backoff; entry ids stay valid,
-and entries whose read reply was lost with the connection are taken back from the group's
-pending list.
+reads and decodes entries ahead while the topology works, holding at most twice
+max.spout.pending (as many again as the topology may have in flight, ready to emit), and
+sends the acks, claims and dead letters that the spout's ack/fail hand it. If Redis becomes
+unreachable the thread reconnects with a backoff; entry ids stay valid, and entries whose read
+reply was lost with the connection are taken back from the group's pending list.
 
 Connection: `url` (redis://[user:password@]host:port/db, rediss:// for TLS), else `REDIS_URL`,
 else `REDIS_HOST`, `REDIS_PORT`, `REDIS_USERNAME`, `REDIS_PASSWORD`, `REDIS_DB`; default
@@ -69,6 +69,7 @@ class RedisStreamSpout(IOThreadBrokerSpout):
     """
 
     broker_name = "Redis"
+    read_ahead = 2
 
     def __init__(self, stream: str, group: str = "squall", url: str | None = None, *, host: str | None = None,
                  port: int | None = None, username: str | None = None, password: str | None = None,
@@ -187,10 +188,11 @@ class RedisStreamSpout(IOThreadBrokerSpout):
     # -- the I/O thread: reading ----------------------------------------------------------------
 
     def _free(self) -> int:
-        """How many more entries the spout may take: max.spout.pending less what it holds (taken
-        and not yet acked at Redis, or dead-lettered; a failed entry waiting for its retry is not
-        held by the topology). Counted here, on the I/O thread, so never more than there is."""
-        return self._prefetch() - len(self._held) + len(self._retry_heap)
+        """How many more entries the spout may take: `read_ahead` max spout pendings less what it
+        holds (taken and not yet acked at Redis, or dead-lettered; a failed entry waiting for its
+        retry is not held by the topology). Counted here, on the I/O thread, so never more than
+        there is."""
+        return self.read_ahead * self._prefetch() - len(self._held) + len(self._retry_heap)
 
     def _read(self, now: float) -> None:
         """Read new entries, as many as the spout has room for (up to batch_size). While acks come
@@ -220,8 +222,8 @@ class RedisStreamSpout(IOThreadBrokerSpout):
         """Decode here, off the wave's path, and give the spout all of a reply at once (so that a
         wave does not end in the middle of it)."""
         now = time.monotonic()
+        self.decode_many(messages)
         for m in messages:
-            self.decode(m)
             m.touched_at = now
             self._held[m.id] = m
         self._incoming.extend(messages)
