@@ -55,10 +55,8 @@ class ColumnSpoutMixin(IOThreadBrokerSpout):
     def next_tuple(self) -> None:
         if self._done:
             self._finish_done()
-        room = MAX_BATCH_ROWS
-        if self.max_spout_pending:
-            room = min(room, self.max_spout_pending - len(self._inflight))
-        taken = self._take_decoded(room)  # the payloads are checked in _column, a batch at a time
+        # the payloads are checked in _column, a batch at a time
+        taken = self._take_decoded(self._emit_room(MAX_BATCH_ROWS))
         column = self._column(taken) if taken else None
         if column is None:
             return

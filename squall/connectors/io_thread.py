@@ -68,9 +68,7 @@ class IOThreadBrokerSpout(BrokerSpout):
         takes max spout pending past its bound: a spout may hold more received than that."""
         if self._done:
             self._finish_done()
-        room = EMIT_CHUNK if self.max_spout_pending is None else \
-            min(EMIT_CHUNK, self.max_spout_pending - len(self._inflight))
-        taken = self._take_decoded(room) if room > 0 else None
+        taken = self._take_decoded(self._emit_room(EMIT_CHUNK))
         if not taken:
             return
         now = time.monotonic()

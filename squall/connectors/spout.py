@@ -320,6 +320,13 @@ class BrokerSpout(Spout):
     def _no_payload(self, m: Message) -> str:
         return "message has no payload"
 
+    def _emit_room(self, most: int) -> int:
+        """How many messages the spout may emit now: `most`, fewer as max spout pending nears (a
+        spout may hold more received than it may have in flight: `read_ahead`)."""
+        if self.max_spout_pending:
+            return min(most, self.max_spout_pending - len(self._inflight))
+        return most
+
     def _prefetch(self) -> int:
         """How many messages the spout may hold unacked: max.spout.pending, else a default."""
         return self.max_spout_pending or self.default_prefetch
