@@ -74,8 +74,8 @@ class Config(dict):
         SQUALL_WAVE_MAX_SECS: 0.5,
         # Waves whose jobs run at once on an engine that can (Spark): while one wave's job runs,
         # the driver pulls the spouts for the next and submits it (its tasks wait in Spark for
-        # the state they take from the wave before). 1: one wave at a time. Three keep both cores
-        # of the word count busy across a wave's ends, where two left a third of a core idle.
+        # the state they take from the wave before). 1: one wave at a time. Three keep a
+        # loaded topology's slots busy across a wave's ends, where two leave them waiting (docs/design.md).
         SQUALL_WAVES_IN_FLIGHT: 3,
         SQUALL_ROOT_SEED: None,
         SQUALL_MAX_REPLAYS: 5,
