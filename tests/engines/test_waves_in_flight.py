@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from squall import Config, LocalCluster, TopologyBuilder
 from tests.support.recovery_topologies import Digits, Numbers
 
@@ -21,17 +23,21 @@ class PendingNumbers(Numbers):
         self.most_open = max(getattr(self, "most_open", 0), self.i - len(self.acked) - self.failed)
 
 
-def test_full_waves_overlap_and_share_max_pending(spark_session):
-    """Every wave takes at most max pending / waves in flight, so two run at once, and the marker
-    of the next is out a wave ahead (its spout pulls once the verdicts that make room for it are
-    in): run_wave starts a wave and returns with it and the one before still open once the one
-    before those ended (a wave max pending left no room in, its acks held for the first snapshot,
-    ends the overlap for a moment). Every number is acked exactly once, and the spout never had
+@pytest.mark.parametrize("depth", [2, None], ids=["two", "the_default"])
+def test_full_waves_overlap_and_share_max_pending(spark_session, depth):
+    """Every wave takes at most max pending / waves in flight, so that many run at once (three by
+    default), and the marker of the next is out a wave ahead (its spout pulls once the verdicts
+    that make room for it are in): run_wave starts a wave and returns with it and the ones before
+    still open once the one before those ended (a wave max pending left no room in, its acks held
+    for the first snapshot, ends the overlap for a moment). Every number is acked exactly once, and the spout never had
     more than max pending open."""
     b = TopologyBuilder()
     b.set_spout("numbers", PendingNumbers(LIMIT))
     b.set_bolt("digits", Digits(), parallelism=2).shuffle_grouping("numbers")
-    conf = {Config.TOPOLOGY_MAX_SPOUT_PENDING: MAX_PENDING, Config.SQUALL_WAVES_IN_FLIGHT: 2}
+    conf = {Config.TOPOLOGY_MAX_SPOUT_PENDING: MAX_PENDING}
+    if depth is not None:
+        conf[Config.SQUALL_WAVES_IN_FLIGHT] = depth
+    in_flight = depth or 3
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("numbers", conf, b.create_topology())
         coord = cluster.coordinator("numbers")
@@ -43,9 +49,9 @@ def test_full_waves_overlap_and_share_max_pending(spark_session):
             ahead.extend(w.marker.wave - w.marker.verdicts_through for w in coord.open_waves.values())
         cluster.wait_idle(120)
         spout = cluster.spout_instances("numbers", "numbers")[0]
-    assert max(open_after) == 2 and open_after.count(2) >= 30  # two left open: mostly overlapped
-    assert budgets and max(budgets) == MAX_PENDING // 2  # the two share max pending
-    assert max(ahead) == 2  # a wave's spout waits for the verdicts of the wave two before it, no later
+    assert max(open_after) == in_flight and open_after.count(in_flight) >= 30  # mostly overlapped
+    assert budgets and max(budgets) == -(-MAX_PENDING // in_flight)  # they share max pending
+    assert max(ahead) == in_flight  # a wave's spout waits for the verdicts of the wave that many before
     assert 0 < spout.most_open <= MAX_PENDING
     assert spout.i == LIMIT and spout.failed == 0
     assert Counter(spout.acked) == Counter(range(LIMIT))
