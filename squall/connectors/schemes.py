@@ -82,12 +82,9 @@ class Scheme:
         a user's): then decode each, to say which and why."""
         if self._custom:
             return None
+        fn = self._fn  # the built-in decoder `decode` calls, without its per-payload layers
         try:
-            if self.name == "json":
-                return [json.loads(p.decode("utf-8")) for p in payloads]
-            if self.name == "string":
-                return [p.decode("utf-8") for p in payloads]
-            return [bytes(p) for p in payloads]
+            return [fn(p) for p in payloads]
         except (AttributeError, TypeError, ValueError):  # a tombstone (None), not UTF-8, not JSON
             return None
 
