@@ -29,15 +29,15 @@ def test_full_waves_overlap_and_share_max_pending(spark_session, depth):
     default), and the marker of the next is out a wave ahead (its spout pulls once the verdicts
     that make room for it are in): run_wave starts a wave and returns with it and the ones before
     still open once the one before those ended (a wave max pending left no room in, its acks held
-    for the first snapshot, ends the overlap for a moment). Every number is acked exactly once, and the spout never had
-    more than max pending open."""
+    for the first snapshot, ends the overlap for a moment). Every number is acked exactly once, and
+    the spout never had more than max pending open."""
     b = TopologyBuilder()
     b.set_spout("numbers", PendingNumbers(LIMIT))
     b.set_bolt("digits", Digits(), parallelism=2).shuffle_grouping("numbers")
     conf = {Config.TOPOLOGY_MAX_SPOUT_PENDING: MAX_PENDING}
     if depth is not None:
         conf[Config.SQUALL_WAVES_IN_FLIGHT] = depth
-    in_flight = depth or 3
+    in_flight = depth or 3  # not read from Config.DEFAULTS: the test pins the default
     with LocalCluster(engine="spark", spark=spark_session, simulated_time=True, stepped=True) as cluster:
         cluster.submit_topology("numbers", conf, b.create_topology())
         coord = cluster.coordinator("numbers")

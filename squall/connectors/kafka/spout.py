@@ -301,8 +301,8 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
         run: list[int] = []
         owned, gen = False, None
         for km in msgs:
-            if km.error() is not None:
-                self._record_error(km.error())
+            if (err := km.error()) is not None:
+                self._record_error(err)
                 continue
             topic, partition, offset = km.topic(), km.partition(), km.offset()
             if run_tp is None or partition != run_tp[1] or topic != run_tp[0]:
