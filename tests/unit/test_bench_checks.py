@@ -121,11 +121,22 @@ def test_attribution_names_squall_files_the_spout_and_the_rest():
 
 
 def test_issue_9_goals_say_which_figures_meet_their_goal_and_which_were_not_measured(wc):
-    got = wc.issue_9_goals({"bolt_tuples_per_sec_acking": 599_999, "acking_cost_ratio": 1.10,
-                            "steady_rate_latency_p99_ms": None, "squall_over_bytewax": 0.8})
+    got = wc.goal_verdicts({"bolt_tuples_per_sec_acking": 599_999, "acking_cost_ratio": 1.10,
+                            "steady_rate_latency_p99_ms": None, "squall_over_bytewax": 0.8}, wc.ISSUE_9_GOALS)
     assert got["bolt_tuples_per_sec_acking"] == {"value": 599_999, "goal": ">= 600000", "met": False}
     assert got["acking_cost_ratio"]["met"] is True and got["squall_over_bytewax"]["met"] is True
     assert got["steady_rate_latency_p99_ms"]["met"] is None and got["plain_rdd_over_squall"]["met"] is None
+
+
+def test_issue_50_goals_judge_the_seed_forms_figures_and_skip_a_latency_at_another_rate(wc):
+    out = {"bolt_tuples_per_sec_acking": 1_300_000, "bolt_tuples_per_sec_acking_median": 1_190_000,
+           "acking_cost_ratio": 1.08, "plain_rdd_over_squall": 2.38, "steady_rate_latency_p99_ms": 2.5}
+    got = wc.goal_verdicts(out, wc.ISSUE_50_GOALS)
+    assert got["bolt_tuples_per_sec_acking_median"] == {"value": 1_190_000, "goal": ">= 1200000", "met": False}
+    assert got["acking_cost_ratio"]["met"] is True and got["plain_rdd_over_squall"]["met"] is False
+    assert got["steady_rate_latency_p99_ms"] == {"value": 2.5, "goal": "<= 15", "met": True}
+    skipped = wc.goal_verdicts(out, wc.ISSUE_50_GOALS, ("steady_rate_latency_p99_ms",))
+    assert skipped["steady_rate_latency_p99_ms"]["met"] is None
 
 
 def test_the_acking_cost_is_the_median_of_the_pairs_ratios(wc):
@@ -188,3 +199,28 @@ def test_a_wider_vocabulary_keeps_each_sentence_and_reaches_about_that_many_word
     assert 800 <= len(words) <= 1000  # 300 sentences of ~8 words: most of the 50 x 20 reached
     assert wc.widen_vocabulary(corpus, 1000, 50) == wide  # crc32 of the place: the same every run
     assert wc.widen_vocabulary(corpus, 50, 50) == corpus
+
+
+def test_each_idiom_is_judged_against_its_fastest_equivalent():
+    idioms = load_bench("idioms")
+    rates = {"list_anchor": 890, "tuple_anchor": 900, "named_stream": 950, "basic": 1000, "multi_anchor": 800,
+             "spout_rows": 1100, "no_ackers": 999}
+    got = idioms.goal_verdicts({f: {"bolt_tuples_per_sec": r} for f, r in rates.items()})
+    assert got["list_anchor_over_basic"] == {"value": 0.89, "goal": ">= 0.9", "met": False}
+    assert got["tuple_anchor_over_basic"]["met"] is True and got["named_stream_over_basic"]["met"] is True
+    assert got["multi_anchor_over_basic"]["value"] == 0.8
+    assert got["basic_over_spout_rows"] == {"value": 0.909, "goal": ">= 0.9", "met": True}
+    assert got["no_ackers_over_basic"] == {"value": 0.999, "goal": ">= 1", "met": False}  # 0 ackers never slower
+
+
+def test_brokers_judge_best_and_tuple_spouts_and_the_ceiling_over_each_raw_client():
+    brokers = load_bench("brokers")
+    out = {"redis": {"raw_msgs_per_sec": 200_000, "ratio": 1.6, "columns": {"ratio": 3.5}},
+           "kafka": {"raw_msgs_per_sec": 400_000, "ratio": 0.41, "columns": {"ratio": 1.76}},
+           "nats": {"error": "ConnectionRefusedError"},  # unreachable: judged on the others
+           "engine_ceiling": {"squall_msgs_per_sec": 300_000}}
+    got = brokers.verdicts(out)
+    assert got["best_ratios"] == {"redis": 3.5, "kafka": 1.76} and got["goal_met"] is True
+    assert got["tuple_ratios"] == {"redis": 1.6, "kafka": 0.41} and got["tuple_goal_met"] is False
+    assert got["ceiling_over_raw"] == {"redis": 1.5, "kafka": 0.75}
+    assert brokers.verdicts({**out, "engine_ceiling": {"error": "TimeoutError"}})["ceiling_over_raw"] == {}
