@@ -188,6 +188,21 @@ class JitWarmup:
         return secs
 
 
+def trees_acked(coord: Any) -> int:
+    """Trees the topology's spout ("src") acked, as the driver counts them: the spout runs in a
+    slot, its own counters stay there."""
+    return coord.stats["src"].acked
+
+
+def wait_for_acks(coord: Any, k: int, timeout: float) -> None:
+    """Until the spout acked `k` trees in all; TimeoutError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while trees_acked(coord) < k:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"acked {trees_acked(coord)} of {k} after {timeout}s")
+        time.sleep(0.01)
+
+
 def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeout: float,
                 columnar: bool = False, warmup: int = WARMUP, max_pending: int = MAX_PENDING,
                 rounds: int = 1, steady: bool = False, off: Callable[[], None] | None = None,
@@ -203,21 +218,11 @@ def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeo
                                 topology(spout, columnar, spout_tasks or (1 if columnar else TupleSpouts.tasks)))
         coord = cluster.coordinator("bench")
 
-        def acked() -> int:  # trees acked: the spout runs in a slot, its own counters stay there
-            return coord.stats["src"].acked
-
-        def wait_acked(k: int) -> None:
-            deadline = time.monotonic() + timeout
-            while acked() < k:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"acked {acked()} of {k} after {timeout}s")
-                time.sleep(0.01)
-
         warm_until, warmed = time.monotonic() + JitWarmup.take(), 0
         while not warmed or time.monotonic() < warm_until:  # one warm-up batch, more while the JIT warms up
             publish(payloads(warmup, 10**9 + warmed))
             warmed += warmup
-            wait_acked(warmed)
+            wait_for_acks(coord, warmed, timeout)
 
         def one_round(start: int) -> tuple[float, int]:
             """N messages published while the spout is off, then timed from activation to the last ack."""
@@ -228,7 +233,7 @@ def squall_rate(spout: Any, publish: Any, n: int, engine: str, spark: Any, timeo
             waves0 = coord.waves_done
             t0 = time.perf_counter()
             cluster.activate("bench")
-            wait_acked(acked() + n)
+            wait_for_acks(coord, trees_acked(coord) + n, timeout)
             return time.perf_counter() - t0, coord.waves_done - waves0
 
         warm_rates: list[float] = []
@@ -608,22 +613,15 @@ def bench_engine(n: int, engine: str, spark: Any, timeout: float, rounds: int = 
         cluster.submit_topology("ceiling", conf(), topology(GeneratedSpout(), False, TupleSpouts.tasks))
         coord = cluster.coordinator("ceiling")
 
-        def wait_acked(k: int) -> None:
-            deadline = time.monotonic() + timeout
-            while coord.stats["src"].acked < k:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"acked {coord.stats['src'].acked} of {k} after {timeout}s")
-                time.sleep(0.005)
-
         warm_until = time.monotonic() + JitWarmup.take()
-        wait_acked(WARMUP)
+        wait_for_acks(coord, WARMUP, timeout)
         while time.monotonic() < warm_until:
             time.sleep(0.1)
         windows = []
         for _ in range(rounds):
-            a0, t0 = coord.stats["src"].acked, time.perf_counter()
-            wait_acked(a0 + n)
-            windows.append((coord.stats["src"].acked - a0) / (time.perf_counter() - t0))
+            a0, t0 = trees_acked(coord), time.perf_counter()
+            wait_for_acks(coord, a0 + n, timeout)
+            windows.append((trees_acked(coord) - a0) / (time.perf_counter() - t0))
         errors = coord.error_count
         cluster.kill_topology("ceiling")
     return {"squall_msgs_per_sec": round(statistics.median(windows)), "rounds": [round(r) for r in windows],
