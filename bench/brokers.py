@@ -15,7 +15,8 @@ be reached is reported as such and skipped):
   acking) on the Spark engine (`local[2]` by default). The tuple spout has one task a slot
   (`--spout-tasks`, default 2), each a consumer of the same group or queue, as a Storm user scales
   a spout: the raw client's consuming is what a spout task does too, and one task does it on one
-  core (`--spout-tasks 1` measures that). Kafka's tuple spout keeps one task (see bench_kafka).
+  core (`--spout-tasks 1` measures that). Kafka's tuple spout takes its tasks' partitions by
+  Storm's manual assignment (`assignment="manual"`), from topics of 4 partitions.
   After a warm-up batch the topology is deactivated, N messages are published, and the clock runs
   from `activate` until the topology has acked all N trees (the spout runs in a slot; its broker
   acks follow on its I/O thread).
@@ -75,6 +76,7 @@ WARMUP = 2000
 KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
 MESSAGES = {"rabbitmq": 60000, "redis": 240000, "nats": 240000}  # N per broker (see the docstring)
 ENGINE_MESSAGES = 240000  # N of each of the ceiling's windows
+KAFKA_PARTITIONS = 4  # an even share for each of the tuple spout's tasks
 KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
 COLUMNS_MAX_PENDING = 400000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: room for two big ones
 STEADY_WITHIN = 0.1  # the column case's warm-up ends when a round runs within 10% of the one before
@@ -526,7 +528,7 @@ def bench_kafka(n: int, engine: str, spark: Any, timeout: float) -> dict[str, An
     topic, fresh = (f"squall-bench-{uuid.uuid4().hex[:8]}" for _ in range(2))  # raw's topic, squall's
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the futures resolve
-        for f in admin.create_topics([NewTopic(t, 3, 1) for t in (topic, fresh)]).values():
+        for f in admin.create_topics([NewTopic(t, KAFKA_PARTITIONS, 1) for t in (topic, fresh)]).values():
             f.result(30)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
 
@@ -539,13 +541,12 @@ def bench_kafka(n: int, engine: str, spark: Any, timeout: float) -> dict[str, An
         publish(payloads(n), topic)
         raws = [kafka_raw_rate(bootstrap, topic, n, f"raw-{i}") for i in range(KAFKA_ROUNDS)]
         raw = statistics.median(raws)
-        spout = KafkaSpout(bootstrap, [fresh], "squall", scheme="json")
-        # one task: against the Tansu broker two tasks' consumer group at times did not settle in
-        # the bench (nothing acked in 300 s), and Kafka's raw client reads about as fast as the
-        # tuple path runs with no client at all (engine_ceiling, two tasks) anyway
-        sq = squall_rate(spout, publish, n, engine, spark, timeout, warmup=KAFKA_WARMUP, spout_tasks=1)
+        # Storm's manual assignment, one task a slot: against Tansu a consumer group of two tasks
+        # at times did not settle in the bench (nothing acked in 300 s)
+        spout = KafkaSpout(bootstrap, [fresh], "squall", scheme="json", assignment="manual")
+        sq = squall_rate(spout, publish, n, engine, spark, timeout, warmup=KAFKA_WARMUP)
         columns_topic = f"squall-bench-{uuid.uuid4().hex[:8]}"
-        for f in admin.create_topics([NewTopic(columns_topic, 3, 1)]).values():
+        for f in admin.create_topics([NewTopic(columns_topic, KAFKA_PARTITIONS, 1)]).values():
             f.result(30)
         columns = KafkaColumnSpout(bootstrap, [columns_topic], "squall", scheme="string")
         sq_columns = squall_rate(columns, lambda bodies: publish(bodies, columns_topic), n, engine, spark, timeout,
@@ -657,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--brokers", default="rabbitmq,redis,nats,kafka")
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--spout-tasks", type=int, default=TupleSpouts.tasks,
-                   help="tasks of the RabbitMQ, Redis and NATS tuple spouts and of the in-memory one (default 2: "
+                   help="tasks of the tuple spouts and of the in-memory one (default 2: "
                         "one a slot on local[2]; 1: a single consumer, as the raw client)")
     args = p.parse_args(argv)
     TupleSpouts.tasks = args.spout_tasks

@@ -13,7 +13,7 @@ import pytest
 from squall import Config, LocalCluster, TopologyBuilder
 from squall.connectors.kafka import KafkaBolt
 from tests.support.broker_kill_worker import KILL_GROUP, read_ids, start_worker
-from tests.support.broker_services import wait_until
+from tests.support.broker_services import unique, wait_until
 from tests.support.broker_topology import FlakyParse, Hold, Recorder, spout_into
 from tests.support.kafka_admin import kafka_spout
 
@@ -194,3 +194,58 @@ def test_without_a_dead_letter_topic_the_sink_gets_the_record(kafka_admin, tmp_p
     assert base64.b64decode(record["value_base64"]) == b'{"id": "poison", "poison": true}'
     assert (record["topic"], record["partition"]) == (topic, 0)
     assert kafka_admin.left(topic, "dls") == 0
+
+
+def _manual(kafka_admin, topic: str, rec: Recorder, tasks: int, **kw):
+    """`tasks` recording KafkaSpout tasks with assignment="manual" -> a parse bolt."""
+    b = TopologyBuilder()
+    b.set_spout("src", kafka_spout(kafka_admin.url, topic, topic, recorder=rec, scheme="json", assignment="manual",
+                                   **kw), parallelism=tasks)
+    b.set_bolt("parse", FlakyParse(0.0), parallelism=2).shuffle_grouping("src")
+    return b.create_topology()
+
+
+def test_manual_assignment_deals_the_partitions_out_over_the_tasks(kafka_admin, cluster_kwargs):
+    """assignment="manual" (Storm's default): two tasks over a 3-partition topic take partitions
+    [0, 2] and [1] by task index, with no group and no rebalance; every record is acked once, and
+    the offsets are committed under the group all the same."""
+    n = 600
+    topic = kafka_admin.source("manual")
+    kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(n)])
+    rec = Recorder()
+    with LocalCluster(**cluster_kwargs) as cluster:
+        cluster.submit_topology("manual", Config(), _manual(kafka_admin, topic, rec, 2))
+        wait_until(lambda: rec.n_acked() >= n, 60, lambda: f"acked {rec.n_acked()}/{n}, {rec.counters()}")
+        owned = {s.task_index: sorted(p for _t, p in s._gens) for s in rec.spouts}  # noqa: SLF001
+        revoked = rec.total("revoked")
+        cluster.kill_topology("manual")
+    assert owned == {0: [0, 2], 1: [1]}
+    assert revoked == 0
+    assert sorted(rec.acked) == list(range(n)) and set(rec.acked.values()) == {1}
+    assert kafka_admin.left(topic, topic) == 0
+
+
+def test_manual_assignment_takes_up_a_topic_that_appears_later(kafka_admin):
+    """A manual spout of a topic that does not exist yet reads nothing; once the topic is made,
+    the next partition refresh takes up its partitions and every record is acked."""
+    from confluent_kafka.admin import NewTopic
+
+    topic = unique("later")
+    rec = Recorder()
+    with LocalCluster(engine="local") as cluster:
+        cluster.submit_topology("later", Config(), _manual(kafka_admin, topic, rec, 1, partition_refresh_secs=0.2))
+        wait_until(lambda: rec.spouts, 30, "the spout opened")
+        assert rec.total("assigned") == 0
+        kafka_admin.client.made.append(topic)
+        kafka_admin.client.admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+        kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(90)])
+        wait_until(lambda: rec.n_acked() >= 90, 60, lambda: f"acked {rec.n_acked()}/90, {rec.counters()}")
+        assigned = rec.total("assigned")
+        cluster.kill_topology("later")
+    assert assigned == 3
+    assert sorted(rec.acked) == list(range(90))
+
+
+def test_an_unknown_assignment_says_which_there_are(kafka_admin):
+    with pytest.raises(ValueError, match="'group', 'manual'"):
+        kafka_spout(kafka_admin.url, "t", assignment="round-robin")

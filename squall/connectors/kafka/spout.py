@@ -1,8 +1,18 @@
 """KafkaSpout: storm-kafka-client's spout on confluent-kafka, built on the shared queue spout.
 
-Each spout task is a consumer of `group_id`; Kafka spreads the topics' partitions over the tasks
-(and over any other process of the same group). A record is emitted as
-("topic", "partition", "offset", "key", "value") with msg id (topic, partition, offset).
+A record is emitted as ("topic", "partition", "offset", "key", "value") with msg id
+(topic, partition, offset).
+
+- **Which task reads which partition** (`assignment`):
+  - "group" (the default): each task is a consumer of `group_id` subscribed to the topics, and
+    Kafka's group protocol spreads the partitions over the tasks (and over any other process of
+    the group), moving them when a consumer joins or leaves.
+  - "manual": Storm's own default (storm-kafka-client's round-robin manual partitioner). The
+    topics' partitions, sorted by topic and number, are dealt out over the spout's tasks in turn;
+    each task assigns itself its share, with no group membership and no rebalance. Every
+    `partition_refresh_secs` the task reads the topics' partitions again, takes up new ones and
+    lets go of any it no longer has. A task that dies is started again with the same share.
+    Offsets are still committed under `group_id`.
 
 - **Commits** are manual: every `commit_interval_secs` (and on revocation and close) each
   partition commits its highest contiguous done offset (`offsets`): acks out of order never
@@ -36,7 +46,7 @@ import time
 from typing import Any
 
 import numpy as np
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from squall.connectors.dead_letters import Failure
 from squall.connectors.io_thread import REPORT, IOThreadBrokerSpout
@@ -61,6 +71,7 @@ PAUSE_AFTER_SECS = 2.0
 # librdkafka (>= 2.4) waits this long before fetching again once its queue held queued.min.messages;
 # its default, 1 s, leaves the spout with nothing to emit for a while every so many records.
 FETCH_QUEUE_BACKOFF_MS = 10
+ASSIGNMENTS = ("group", "manual")
 
 
 class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
@@ -75,13 +86,17 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
                  consumer_config: dict | None = None, *, meta_field: str | None = None,
                  retry_delay_secs: float = 0.5, max_retry_delay_secs: float = 10.0,
                  commit_interval_secs: float = 1.0, producer_config: dict | None = None,
-                 open_timeout_secs: float = 15.0, max_deliveries: int | None = None):
+                 open_timeout_secs: float = 15.0, max_deliveries: int | None = None,
+                 assignment: str = "group", partition_refresh_secs: float = 2.0):
         super().__init__(scheme, ("value",), meta_field, max_retries, retry_delay_secs, max_deliveries)
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics:
             raise ValueError("KafkaSpout needs at least one topic: KafkaSpout(servers, ['orders'], 'group')")
         if first_poll_offset not in FIRST_POLL:
             raise ValueError(f"first_poll_offset {first_poll_offset!r} is not one of {sorted(FIRST_POLL)}")
+        if assignment not in ASSIGNMENTS:
+            raise ValueError(f"assignment {assignment!r} is not one of {ASSIGNMENTS}: \"group\" lets the consumer "
+                             f"group spread the partitions, \"manual\" deals them out over the spout's tasks")
         self.bootstrap_servers = kafka_bootstrap(bootstrap_servers)
         self.url = f"kafka://{self.bootstrap_servers}"
         self.group_id = group_id
@@ -92,6 +107,8 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
         self.max_retry_delay_secs = float(max_retry_delay_secs)
         self.commit_interval_secs = float(commit_interval_secs)
         self.open_timeout_secs = float(open_timeout_secs)
+        self.assignment = assignment
+        self.partition_refresh_secs = float(partition_refresh_secs)
 
     # -- the spout's side -------------------------------------------------------------------
 
@@ -143,6 +160,7 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
         self._paused = False
         self._full_since: float | None = None  # since when max spout pending is reached
         self._next_commit = 0.0
+        self._next_refresh = 0.0  # "manual": when the topics' partitions are read again
         self._last_error = ""
         self._consumer: Any = None
         self._producer: Any = None
@@ -157,8 +175,8 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             raise ConnectionError(f"{self.component_id}: cannot consume {self.topics} in group {self.group_id!r} "
                                   f"from Kafka at {self.bootstrap_servers}: {self._error_text(e)}; is the broker "
                                   f"up and the address right (bootstrap_servers / KAFKA_BOOTSTRAP_SERVERS)?") from None
-        log.info("%s[%d]: consuming %s in group %r from %s", self.component_id, self.task_index, self.topics,
-                 self.group_id, self.bootstrap_servers)
+        log.info("%s[%d]: consuming %s in group %r (%s assignment) from %s", self.component_id, self.task_index,
+                 self.topics, self.group_id, self.assignment, self.bootstrap_servers)
 
     def open(self, conf: dict, context: Any, collector: Any) -> None:
         self._conf = conf
@@ -188,8 +206,9 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             raise ValueError(f"bad consumer settings {shown_config(self.consumer_config)}: {e}") from None
         try:
             consumer.list_topics(timeout=self.open_timeout_secs)  # reachable? (raises if not)
-            consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                               on_lost=self._on_lost)
+            if self.assignment == "group":
+                consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                   on_lost=self._on_lost)
             if self.dead_letter_topic:
                 self._producer = Producer(self._client_conf({"enable.idempotence": True, "linger.ms": 5,
                                                              **self.producer_config}))
@@ -197,8 +216,11 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             consumer.close()
             raise
         self._consumer = consumer
+        self._next_refresh = 0.0  # "manual": its share, at once
 
     def _io_close(self) -> None:
+        if self.assignment == "manual" and self._gens:  # a group's consumer hears of its revocation
+            self._let_go(set(self._gens))
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
@@ -215,6 +237,14 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
     # -- the I/O thread: rebalances -----------------------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list) -> None:
+        self._own(partitions)
+        consumer.assign(partitions)
+        self._paused = False
+        self.counters.add("assigned", len(partitions))
+
+    def _own(self, partitions: list) -> None:
+        """Start tracking newly assigned `partitions` (TopicPartitions, whose start offsets
+        `first_poll_offset` may set)."""
         _reset, strict = FIRST_POLL[self.first_poll_offset]
         for p in partitions:
             tp = (p.topic, p.partition)
@@ -224,15 +254,35 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             if strict and tp not in self._seen:
                 p.offset = OFFSET_BEGINNING if self.first_poll_offset == "EARLIEST" else OFFSET_END
             self._seen.add(tp)
-        consumer.assign(partitions)
-        self._paused = False
-        self.counters.add("assigned", len(partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list) -> None:
-        tps = {(p.topic, p.partition) for p in partitions}
+        self._let_go({(p.topic, p.partition) for p in partitions})
+
+    def _let_go(self, tps: set[tuple[str, int]]) -> None:
+        """Partitions leave this spout: what is done of them is committed, what it holds dropped."""
         self._commit({tp: off for tp, off in self._offsets.to_commit().items() if tp in tps})
         self._drop(tps)
-        self.counters.add("revoked", len(partitions))
+        self.counters.add("revoked", len(tps))
+
+    def _refresh_partitions(self) -> None:
+        """"manual" assignment: the topics' partitions, sorted, dealt out over the spout's tasks in
+        turn (task i takes the i-th, the (i + tasks)-th, ...); this task takes up its new ones and
+        lets go of those no longer its own."""
+        c = self._consumer
+        topics = c.list_topics(timeout=self.open_timeout_secs).topics
+        every = sorted((t, p) for t in self.topics if (md := topics.get(t)) is not None and md.error is None
+                       for p in md.partitions)
+        tasks = self._context.component_tasks(self.component_id) if self._context is not None else [0]
+        mine = set(every[self.task_index::max(1, len(tasks))])
+        gone, new = set(self._gens) - mine, mine - set(self._gens)
+        if gone:
+            self._let_go(gone)
+            c.incremental_unassign([TopicPartition(t, p) for t, p in sorted(gone)])
+        if new:
+            partitions = [TopicPartition(t, p) for t, p in sorted(new)]
+            self._own(partitions)
+            c.incremental_assign(partitions)
+            self.counters.add("assigned", len(partitions))
 
     def _on_lost(self, consumer: Any, partitions: list) -> None:
         self._drop({(p.topic, p.partition) for p in partitions})
@@ -258,6 +308,9 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             if now >= self._next_commit:
                 self._next_commit = now + self.commit_interval_secs
                 self._commit(self._offsets.to_commit())
+            if self.assignment == "manual" and now >= self._next_refresh:
+                self._next_refresh = now + self.partition_refresh_secs
+                self._refresh_partitions()
             self._poll()
         self._settle()
         if self._producer is not None:
