@@ -37,8 +37,8 @@ be reached is reported as such and skipped):
 column (`best_ratios`, `goal_met`); issue 50 asks it of every tuple spout (`tuple_ratios`,
 `tuple_goal_met`). `engine_ceiling` is the same tuple topology fed by a spout that makes the same
 payloads in its own slot and decodes them as the connectors do (one task a slot, no client, no
-broker), at its steady rate (the median of 3 windows of 240,000 acked trees): what the tuple
-path itself reaches on this machine. `ceiling_over_raw` is that over each raw client's rate: a
+broker), at its steady rate (the median of 3 windows of 240,000 acked trees, or of `--messages`
+if more): what the tuple path itself reaches on this machine. `ceiling_over_raw` is that over each raw client's rate: a
 tuple spout cannot pass it.
 
     .venv/bin/python bench/brokers.py [--messages 60000] [--master local[2]] [--brokers rabbitmq,redis,nats,kafka]
@@ -75,7 +75,7 @@ WAVE_SECS = 2.0
 WARMUP = 2000
 KAFKA_MESSAGES = 300000  # Kafka's raw client reads 60,000 in ~0.2 s: too short a clock, so Kafka runs longer
 MESSAGES = {"rabbitmq": 60000, "redis": 240000, "nats": 240000}  # N per broker (see the docstring)
-ENGINE_MESSAGES = 240000  # N of each of the ceiling's windows
+ENGINE_MESSAGES = 240000  # N of each of the ceiling's windows, at least: a short one times its first waves
 KAFKA_PARTITIONS = 4  # an even share for each of the tuple spout's tasks
 KAFKA_WARMUP = 20000  # a whole wave or so: the first big waves of a run are the slow ones
 COLUMNS_MAX_PENDING = 400000  # a columnar wave costs little per row and ~0.1 s per wave on Spark: room for two big ones
@@ -684,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("bench").debug("bench %s failed", name, exc_info=True)
             out[name] = {"error": f"{type(e).__name__}: {e}"}
     try:  # the same topology fed from memory: what the engine itself does on this machine
-        out["engine_ceiling"] = bench_engine(args.messages or ENGINE_MESSAGES, args.engine, spark, args.timeout)
+        out["engine_ceiling"] = bench_engine(max(args.messages or 0, ENGINE_MESSAGES), args.engine, spark, args.timeout)
     except Exception as e:  # noqa: BLE001
         out["engine_ceiling"] = {"error": f"{type(e).__name__}: {e}"}
     out.update(verdicts(out))
