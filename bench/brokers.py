@@ -38,8 +38,8 @@ column (`best_ratios`, `goal_met`); issue 50 asks it of every tuple spout (`tupl
 `tuple_goal_met`). `engine_ceiling` is the same tuple topology fed by a spout that makes the same
 payloads in its own slot and decodes them as the connectors do (one task a slot, no client, no
 broker), at its steady rate (the median of 3 windows of 240,000 acked trees, or of `--messages`
-if more): what the tuple path itself reaches on this machine. `ceiling_over_raw` is that over each raw client's rate: a
-tuple spout cannot pass it.
+if more): what the tuple path itself reaches on this machine. `ceiling_over_raw` is that over each
+raw client's rate: a tuple spout cannot pass it.
 
     .venv/bin/python bench/brokers.py [--messages 60000] [--master local[2]] [--brokers rabbitmq,redis,nats,kafka]
                                       [--engine spark|local] [--kafka-messages 300000]

@@ -15,6 +15,7 @@ from squall.connectors.kafka import KafkaBolt
 from tests.support.broker_kill_worker import KILL_GROUP, read_ids, start_worker
 from tests.support.broker_services import unique, wait_until
 from tests.support.broker_topology import FlakyParse, Hold, Recorder, spout_into
+from tests.support.column_topology import ColumnParse
 from tests.support.kafka_admin import kafka_spout
 
 
@@ -196,16 +197,18 @@ def test_without_a_dead_letter_topic_the_sink_gets_the_record(kafka_admin, tmp_p
     assert kafka_admin.left(topic, "dls") == 0
 
 
-def _manual(kafka_admin, topic: str, rec: Recorder, tasks: int, **kw):
-    """`tasks` recording KafkaSpout tasks with assignment="manual" -> a parse bolt."""
+def _manual(kafka_admin, topic: str, rec: Recorder, tasks: int, columns: bool = False, **kw):
+    """`tasks` recording KafkaSpout (`columns`: KafkaColumnSpout) tasks with assignment="manual"
+    -> a parse bolt."""
     b = TopologyBuilder()
-    b.set_spout("src", kafka_spout(kafka_admin.url, topic, topic, recorder=rec, scheme="json", assignment="manual",
-                                   **kw), parallelism=tasks)
-    b.set_bolt("parse", FlakyParse(0.0), parallelism=2).shuffle_grouping("src")
+    b.set_spout("src", kafka_spout(kafka_admin.url, topic, topic, recorder=rec, assignment="manual", columns=columns,
+                                   scheme="string" if columns else "json", **kw), parallelism=tasks)
+    b.set_bolt("parse", ColumnParse() if columns else FlakyParse(0.0), parallelism=2).shuffle_grouping("src")
     return b.create_topology()
 
 
-def test_manual_assignment_deals_the_partitions_out_over_the_tasks(kafka_admin, cluster_kwargs):
+@pytest.mark.parametrize("kind", SPOUTS)
+def test_manual_assignment_deals_the_partitions_out_over_the_tasks(kafka_admin, cluster_kwargs, kind):
     """assignment="manual" (Storm's default): two tasks over a 3-partition topic take partitions
     [0, 2] and [1] by task index, with no group and no rebalance; every record is acked once, and
     the offsets are committed under the group all the same."""
@@ -214,7 +217,8 @@ def test_manual_assignment_deals_the_partitions_out_over_the_tasks(kafka_admin, 
     kafka_admin.publish(topic, [b'{"id": %d}' % i for i in range(n)])
     rec = Recorder()
     with LocalCluster(**cluster_kwargs) as cluster:
-        cluster.submit_topology("manual", Config(), _manual(kafka_admin, topic, rec, 2))
+        cluster.submit_topology("manual", Config(), _manual(kafka_admin, topic, rec, 2,
+                                                            columns=kind == "kafka-columns"))
         wait_until(lambda: rec.n_acked() >= n, 60, lambda: f"acked {rec.n_acked()}/{n}, {rec.counters()}")
         owned = {s.task_index: sorted(p for _t, p in s._gens) for s in rec.spouts}  # noqa: SLF001
         revoked = rec.total("revoked")
