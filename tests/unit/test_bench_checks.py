@@ -224,3 +224,13 @@ def test_brokers_judge_best_and_tuple_spouts_and_the_ceiling_over_each_raw_clien
     assert got["tuple_ratios"] == {"redis": 1.6, "kafka": 0.41} and got["tuple_goal_met"] is False
     assert got["ceiling_over_raw"] == {"redis": 1.5, "kafka": 0.75}
     assert brokers.verdicts({**out, "engine_ceiling": {"error": "TimeoutError"}})["ceiling_over_raw"] == {}
+
+
+def test_instructions_are_the_difference_of_two_callgrind_runs():
+    bench = load_bench("instructions")
+    assert bench.collected("==123== Events    : Ir\n==123== Collected : 1419797192\n==123==\n") == 1419797192
+    with pytest.raises(RuntimeError, match="no instruction count"):
+        bench.collected("valgrind: command not found")
+    got = bench.per_tuple((1_000_000, 1_000), (16_000_000, 2_000), 100)
+    assert got == {"instructions_per_bolt_tuple": 15_000, "instructions_per_sentence": 150_000,
+                   "bolt_tuples": 1_000, "instructions": 15_000_000}
