@@ -3,10 +3,12 @@ callgrind. Prints one JSON line.
 
 Timings of the same code on this machine vary by 5% and more from run to run, so a change that
 saves a few percent of the per-tuple path cannot be told from noise by timing it. An instruction
-count can: the same code, corpus and sentences count within about 1% from run to run, whatever else
-the machine is doing. The local engine runs the same tasks, collectors and acking as the slots do,
-in one process and without their messaging, so this measures the per-tuple path alone. Waves are
-of a fixed size here (callgrind's slowness would otherwise make them smaller).
+count can: the same code and sentences count within about 1% from run to run. The local engine runs
+the same tasks, collectors and acking as the slots do, in one process and without their messaging,
+so this measures the per-tuple path alone. Waves are of a fixed size here (callgrind's slowness
+would otherwise make them smaller). The count is for comparing two versions of the code, not a
+cost in time: it comes out higher than a bolt-tuple's time would allow, probably from work the
+engine does per unit of time, which callgrind's slowness multiplies.
 
 The topology (examples/wordcount.py, the seed's split by default, `--split basic` for a BasicBolt)
 runs twice under callgrind, once for `--base` sentences and once for `--base` + `--sentences`; the
