@@ -240,11 +240,10 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
         self._own(partitions)
         consumer.assign(partitions)
         self._paused = False
-        self.counters.add("assigned", len(partitions))
 
     def _own(self, partitions: list) -> None:
         """Start tracking newly assigned `partitions` (TopicPartitions, whose start offsets
-        `first_poll_offset` may set)."""
+        `first_poll_offset` may set), and count them."""
         _reset, strict = FIRST_POLL[self.first_poll_offset]
         for p in partitions:
             tp = (p.topic, p.partition)
@@ -254,6 +253,7 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             if strict and tp not in self._seen:
                 p.offset = OFFSET_BEGINNING if self.first_poll_offset == "EARLIEST" else OFFSET_END
             self._seen.add(tp)
+        self.counters.add("assigned", len(partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list) -> None:
         self._let_go({(p.topic, p.partition) for p in partitions})
@@ -282,7 +282,6 @@ class KafkaSpout(KafkaSettling, IOThreadBrokerSpout):
             partitions = [TopicPartition(t, p) for t, p in sorted(new)]
             self._own(partitions)
             c.incremental_assign(partitions)
-            self.counters.add("assigned", len(partitions))
 
     def _on_lost(self, consumer: Any, partitions: list) -> None:
         self._drop({(p.topic, p.partition) for p in partitions})
