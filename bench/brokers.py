@@ -658,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--brokers", default="rabbitmq,redis,nats,kafka")
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--spout-tasks", type=int, default=TupleSpouts.tasks,
-                   help="tasks of the tuple spouts and of the in-memory one (default 2: "
+                   help="tasks of the tuple spouts and of the ceiling's generated one (default 2: "
                         "one a slot on local[2]; 1: a single consumer, as the raw client)")
     args = p.parse_args(argv)
     TupleSpouts.tasks = args.spout_tasks
@@ -683,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - one broker down does not hide the others
             logging.getLogger("bench").debug("bench %s failed", name, exc_info=True)
             out[name] = {"error": f"{type(e).__name__}: {e}"}
-    try:  # the same topology fed from memory: what the engine itself does on this machine
+    try:  # the same topology with no client: what the engine itself does on this machine
         out["engine_ceiling"] = bench_engine(max(args.messages or 0, ENGINE_MESSAGES), args.engine, spark, args.timeout)
     except Exception as e:  # noqa: BLE001
         out["engine_ceiling"] = {"error": f"{type(e).__name__}: {e}"}
